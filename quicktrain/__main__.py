@@ -1,0 +1,5 @@
+import sys
+
+from quicktrain.cli import main
+
+sys.exit(main())

@@ -1,0 +1,197 @@
+"""Command line: parse, build a config, call the library. Nothing imports this module.
+
+Every config key is also a flag (``optim.lr`` -> ``--lr``, ``model.name`` -> ``--model``),
+generated from the config tree so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from quicktrain.config import Config, parse_override
+from quicktrain.errors import QuicktrainError
+
+HELP = {
+    "data.dataset": "sample (bundled, offline default), synthetic, cifar10, cifar100, or imagefolder:PATH "
+    "with PATH/train/<class>/* and PATH/test/<class>/*",
+    "data.data_dir": "folder holding cifar10/cifar100 in torchvision's layout",
+    "data.download": "download cifar10/cifar100 into --data-dir (needs internet)",
+    "data.max_train_samples": "train on a fixed class-balanced subset of this many images",
+    "data.max_test_samples": "evaluate on a fixed class-balanced subset of this many images",
+    "data.workers": "DataLoader worker processes (0: load in the training process)",
+    "data.augment": "pad-4 random crop and horizontal flip on training images",
+    "data.resolution": "imagefolder images of another size are resized to this when decoded",
+    "data.cache_dir": "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)",
+    "model.name": "model from the registry; see 'quicktrain models'",
+    "model.image_size": "resize inputs to this size on the device (pretrained ImageNet models want 224)",
+    "model.pretrained": "local state-dict file to start from, or 'hub' to download ImageNet weights via timm",
+    "optim.optimizer": "optimizer",
+    "optim.lr": "peak learning rate",
+    "optim.momentum": "SGD momentum",
+    "optim.nesterov": "Nesterov momentum for SGD",
+    "optim.weight_decay": "weight decay (not on biases and norm weights)",
+    "optim.grad_clip": "clip the global gradient norm to this (after AMP unscaling)",
+    "optim.label_smoothing": "label smoothing of the cross-entropy loss",
+    "optim.schedule": "learning-rate schedule, stepped per optimizer update",
+    "optim.warmup_epochs": "linear warm-up length for the cosine schedule",
+    "techniques.amp": "mixed precision: bf16 (CPU or GPU), fp16 (CUDA, with GradScaler), auto (best the "
+    "hardware supports), off",
+    "techniques.micro_batch_size": "samples per forward/backward; --batch-size / this = accumulation steps",
+    "techniques.accum_steps": "gradient accumulation steps; --batch-size / this = micro-batch size",
+    "techniques.pin_memory": "pin host memory and copy batches to the GPU asynchronously (no effect on CPU)",
+    "techniques.channels_last": "NHWC memory format for images and conv weights",
+    "techniques.compile": "torch.compile the model (minutes of compilation on CPU)",
+    "run.epochs": "training epochs",
+    "run.batch_size": "effective batch size: samples per optimizer update",
+    "run.eval_batch_size": "batch size for evaluation",
+    "run.seed": "seed for initialisation, data order and augmentation",
+    "run.device": "auto, cpu, cuda or cuda:N",
+    "run.out": "run folder (default runs/<time>-<model>-<dataset>)",
+    "run.target_accuracy": "record the training time at which test accuracy first reaches this fraction",
+    "run.resume": "checkpoint file to continue from, or 'auto' for the newest in --out",
+    "run.progress": "progress bars",
+    "run.tensorboard": "write TensorBoard event files into the run folder",
+    "run.keep_checkpoints": "how many epoch checkpoints to keep",
+}
+
+
+def _flag(key: str) -> str:
+    return "--model" if key == "model.name" else "--" + key.split(".")[1].replace("_", "-")
+
+
+def _converter(key: str, tp: Any) -> tuple[Any, dict[str, Any]]:
+    """argparse type/choices for a config field's annotation."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = next(t for t in typing.get_args(tp) if t is not type(None))
+        convert, extra = _converter(key, inner)
+        return (lambda text: None if text.lower() in ("none", "null") else convert(text)), extra
+    if origin is Literal:
+        return str, {"choices": typing.get_args(tp)}
+    return tp, {}
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    for section in dataclasses.fields(Config):
+        cls = typing.get_type_hints(Config)[section.name]
+        group = parser.add_argument_group(f"{section.name} options")
+        hints = typing.get_type_hints(cls)
+        for leaf in dataclasses.fields(cls):
+            key = f"{section.name}.{leaf.name}"
+            tp = hints[leaf.name]
+            kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": HELP[key]}
+            if tp is bool:
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:
+                convert, extra = _converter(key, tp)
+                kwargs.update(type=convert, metavar=leaf.name.upper(), **extra)
+            kwargs["help"] += f" [{key}, default: {leaf.default}]"
+            group.add_argument(_flag(key), **kwargs)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:
+        # one line, as every other input error: the usage block hides the message
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="quicktrain",
+        description="Fast image-classification training with gradient accumulation, mixed precision, "
+        "pinned memory, channels-last and torch.compile; every run writes a self-describing record.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    train = sub.add_parser(
+        "train",
+        help="train a model and write a run record",
+        description="Train a model. With no options: resnet18 on the bundled CIFAR-10 sample, offline. "
+        "Settings come from the defaults, then --config, then KEY=VALUE overrides, then flags.",
+        epilog="example: quicktrain train --model vit_tiny --dataset cifar10 --data-dir data --download "
+        "--batch-size 512 --micro-batch-size 128 --amp bf16 --epochs 10",
+    )
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=0.05")
+    train.add_argument("--config", help="YAML preset, e.g. configs/quickstart.yaml")
+    train.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    train.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _add_config_flags(train)
+    models = sub.add_parser("models", help="list the models in the registry")
+    models.add_argument("--all", action="store_true", help="include the tiny test_* models")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    overrides = dict(parse_override(item) for item in args.overrides)
+    overrides.update({k: v for k, v in vars(args).items() if "." in k})  # the flags given
+    if args.config:
+        return Config.load(args.config, overrides)
+    return Config.from_overrides(overrides)
+
+
+def _setup_logging() -> None:
+    logger = logging.getLogger("quicktrain")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from quicktrain.engine import train
+    from quicktrain.reporting import format_table
+
+    cfg = config_from_args(args)
+    if args.print_config:
+        print(cfg.to_yaml(), end="")
+        return 0
+    try:
+        result = train(cfg)
+    except KeyboardInterrupt:
+        out = cfg.run.out or "<the run folder above>"
+        print(f"\ninterrupted; continue with: quicktrain train --out {out} --resume auto", file=sys.stderr)
+        return 130
+    columns = ["epoch", "train_loss", "test_loss", "test_accuracy", "test_f1_macro", "epoch_time_s", "images_per_s"]
+    s = result.summary
+    print()
+    print(format_table(result.history, columns))
+    print(
+        f"\n{s['model']} on {s['dataset']}: test accuracy {s['test_accuracy']:.4f}, macro-F1 "
+        f"{s['test_f1_macro']:.4f}, training {s['train_time_s']:.1f}s ({s['images_per_s']:.0f} img/s), "
+        f"wall {s['wall_time_s']:.1f}s, {s['optimizer_updates']} updates"
+    )
+    print(f"record: {result.folder}")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from quicktrain.models import list_models
+    from quicktrain.reporting import format_table
+
+    rows = [{"name": e.name, "description": e.description} for e in list_models(include_test=args.all)]
+    print(format_table(rows, ["name", "description"]))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging()
+    try:
+        return {"train": _cmd_train, "models": _cmd_models}[args.command](args)
+    except QuicktrainError as err:
+        if getattr(args, "debug", False):
+            raise
+        print(f"quicktrain {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The in-memory form every dataset is decoded into once: uint8 images and int64 labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Split:
+    images: np.ndarray  # (N, H, W, 3) uint8, HWC as decoders produce it
+    labels: np.ndarray  # (N,) int64
+
+    def __post_init__(self) -> None:
+        assert self.images.dtype == np.uint8 and self.images.ndim == 4, self.images.shape
+        assert len(self.images) == len(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def take(self, indices: np.ndarray) -> Split:
+        return Split(self.images[indices], self.labels[indices])
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """A dataset with a training split and a held-out test split."""
+
+    name: str
+    classes: tuple[str, ...]
+    train: Split
+    test: Split
+    source: str  # where it came from, for the run record
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def image_size(self) -> int:
+        return int(self.train.images.shape[1])
+
+
+def balanced_subset(labels: np.ndarray, n: int | None, seed: int = 0) -> np.ndarray:
+    """Indices of a fixed, class-balanced subset of ``n`` samples (all when ``n`` is None).
+
+    Classes take turns, each in a seeded random order, so the first ``n`` indices hold
+    ``n // num_classes`` (or one more) per class. The seed is fixed, not the training seed,
+    so "the first 5,000 images" means the same images in every run.
+
+    >>> labels = np.array([0, 0, 0, 1, 1, 1])
+    >>> np.bincount(labels[balanced_subset(labels, 4)]).tolist()
+    [2, 2]
+    """
+    if n is None or n >= len(labels):
+        return np.arange(len(labels))
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(labels))
+    # rank of each sample within its class, in the permuted order
+    rank = np.empty(len(labels), dtype=np.int64)
+    for c in np.unique(labels):
+        members = order[labels[order] == c]
+        rank[members] = np.arange(len(members))
+    chosen = np.lexsort((labels, rank))[:n]  # by rank, then class: classes take turns
+    return np.sort(chosen)

@@ -1,0 +1,51 @@
+"""Turn ``data.dataset`` into decoded arrays: the one place that knows every dataset name."""
+
+from __future__ import annotations
+
+from quicktrain.config import DataConfig
+from quicktrain.data.arrays import Arrays, balanced_subset
+from quicktrain.errors import DataError
+
+DATASETS = ("sample", "synthetic", "cifar10", "cifar100", "imagefolder:PATH")
+
+
+def load_arrays(cfg: DataConfig, progress: bool = True) -> Arrays:
+    """Load (and subset) the dataset named by ``cfg.dataset``."""
+    name = cfg.dataset
+    if name.startswith("imagefolder:"):
+        from quicktrain.data.imagefolder import load_imagefolder
+
+        path = name.partition(":")[2]
+        if not path:
+            raise DataError("imagefolder needs a path: --dataset imagefolder:PATH")
+        # subsets are chosen before decoding, so a small run decodes only what it uses
+        return load_imagefolder(
+            path, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress
+        )
+    if name == "synthetic":
+        from quicktrain.data.synthetic import make_synthetic
+
+        return make_synthetic(cfg.max_train_samples or 512, cfg.max_test_samples or 128)
+    if name == "sample":
+        from quicktrain.data.sample import load_sample
+
+        arrays = load_sample()
+    elif name in ("cifar10", "cifar100"):
+        from quicktrain.data.cifar import load_cifar
+
+        arrays = load_cifar(name, cfg.data_dir, cfg.download)
+    else:
+        raise DataError(f"unknown dataset '{name}'; accepted: {', '.join(DATASETS)}")
+    return subset(arrays, cfg.max_train_samples, cfg.max_test_samples)
+
+
+def subset(arrays: Arrays, max_train: int | None, max_test: int | None) -> Arrays:
+    if max_train is None and max_test is None:
+        return arrays
+    return Arrays(
+        arrays.name,
+        arrays.classes,
+        arrays.train.take(balanced_subset(arrays.train.labels, max_train)),
+        arrays.test.take(balanced_subset(arrays.test.labels, max_test)),
+        arrays.source,
+    )

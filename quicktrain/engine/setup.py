@@ -1,0 +1,122 @@
+"""Build a run from a config: device, data, model, techniques and the training state.
+
+Everything that can reject the user's input happens here, before any file is written.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from quicktrain.config import Config
+from quicktrain.data.arrays import Arrays
+from quicktrain.data.loader import make_loader
+from quicktrain.data.prepare import InputPipeline
+from quicktrain.data.sources import load_arrays
+from quicktrain.engine.optim import build_optimizer, build_scheduler
+from quicktrain.engine.state import TrainState
+from quicktrain.errors import ConfigError
+from quicktrain.models import check_model, create_model
+from quicktrain.techniques import Techniques, maybe_compile, resolve_techniques
+
+
+@dataclass
+class Run:
+    config: Config
+    device: torch.device
+    arrays: Arrays
+    techniques: Techniques
+    state: TrainState
+    train_loader: DataLoader
+    test_loader: DataLoader
+    updates_per_epoch: int
+    image_size: int
+    num_params: int
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"run.device={name} but no CUDA device is available; use cpu or auto")
+    return device
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def build_run(cfg: Config, progress: bool = True) -> Run:
+    device = resolve_device(cfg.run.device)
+    techniques = resolve_techniques(cfg, device)  # fp16 on CPU fails here, before data loads
+    check_model(cfg.model.name)
+    arrays = load_arrays(cfg.data, progress=progress)
+    seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
+    image_size = cfg.model.image_size or arrays.image_size
+    model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
+    model = model.to(device, memory_format=techniques.memory_format)
+    num_params = sum(p.numel() for p in model.parameters())
+
+    acc = techniques.accumulation
+    updates_per_epoch = acc.updates_per_epoch(len(arrays.train))
+    optimizer = build_optimizer(model, cfg.optim)
+    scheduler = build_scheduler(optimizer, cfg.optim, updates_per_epoch * cfg.run.epochs, updates_per_epoch)
+    pin = techniques.pinning.active
+    state = TrainState(
+        model=maybe_compile(model, techniques.compile),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=techniques.precision.make_scaler(),
+        criterion=nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing),
+        precision=techniques.precision,
+        inputs=InputPipeline(
+            device, non_blocking=pin, image_size=cfg.model.image_size, memory_format=techniques.memory_format
+        ),
+        micro_batch_size=acc.micro_batch_size,
+        grad_clip=cfg.optim.grad_clip,
+    )
+    workers, seed = cfg.data.workers, cfg.run.seed
+    return Run(
+        config=cfg,
+        device=device,
+        arrays=arrays,
+        techniques=techniques,
+        state=state,
+        train_loader=make_loader(arrays.train, acc.batch_size, True, seed, workers, pin, cfg.data.augment),
+        test_loader=make_loader(arrays.test, cfg.run.eval_batch_size, False, seed, workers, pin),
+        updates_per_epoch=updates_per_epoch,
+        image_size=image_size,
+        num_params=num_params,
+    )
+
+
+def describe(run: Run) -> list[str]:
+    """The start-up banner: what was asked for and what was derived from it."""
+    cfg, t, acc = run.config, run.techniques, run.techniques.accumulation
+    prec = t.precision
+    lines = [
+        f"quicktrain: {cfg.model.name} ({run.num_params / 1e6:.2f}M params) on {run.arrays.name}: "
+        f"{len(run.arrays.train)} train / {len(run.arrays.test)} test images, "
+        f"{run.arrays.num_classes} classes, {run.image_size} px",
+        f"  device        {run.device}"
+        + ("" if run.device.type == "cuda" else f" ({torch.get_num_threads()} threads)"),
+        f"  batch         {acc.batch_size} effective = {acc.micro_batch_size} micro-batch x "
+        f"{acc.accum_steps} accumulation step{'s' if acc.accum_steps > 1 else ''}",
+        f"  updates       {run.updates_per_epoch} per epoch x {cfg.run.epochs} epochs = "
+        f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates",
+        f"  amp           {prec.name} (asked: {cfg.techniques.amp}), "
+        f"grad scaler {'on' if prec.needs_scaler else 'off'}",
+        f"  pin_memory    {'on' if t.pinning.active else 'off'}" + (f" ({t.pinning.note})" if t.pinning.note else ""),
+        f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}",
+        f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
+        f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}",
+    ]
+    return lines

@@ -1,0 +1,59 @@
+"""Everything the training step reads and updates, in one explicit object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from quicktrain.data.prepare import InputPipeline
+from quicktrain.techniques.precision import Precision
+
+
+@dataclass
+class Counters:
+    """Progress, in the units that matter: optimizer updates are not micro-batches."""
+
+    epoch: int = 0  # completed epochs
+    num_updates: int = 0  # optimizer updates attempted (the scheduler's clock)
+    skipped_updates: int = 0  # updates the GradScaler skipped for non-finite gradients
+    micro_steps: int = 0  # forward/backward passes
+    samples: int = 0  # training samples consumed
+    train_time_s: float = 0.0  # training time so far, evaluation excluded
+    wall_time_s: float = 0.0  # wall time of earlier processes of this run (resume)
+    time_to_target_s: float | None = None  # train time when test accuracy first hit target
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+@dataclass
+class TrainState:
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    criterion: nn.Module
+    precision: Precision
+    inputs: InputPipeline
+    micro_batch_size: int
+    grad_clip: float | None = None
+    counters: Counters = field(default_factory=Counters)
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """What one optimizer update reports. Tensors stay on the device: reading them forces a
+    sync, so loggers do that only when they print."""
+
+    loss: torch.Tensor  # mean training loss over the window (unscaled, unweighted)
+    samples: int
+    micro_batches: int
+    grad_norm: torch.Tensor | None  # before clipping; None when clipping is off
+    lr: float

@@ -1,0 +1,58 @@
+"""The one optimizer step: every technique composed, no branch per technique.
+
+``train_step`` takes one effective batch (one optimizer update) and runs it as
+micro-batches: forward under autocast, loss weighted by the micro-batch's share of the
+window, scaled backward; then once per update: unscale, clip, step (skipped by the scaler
+on non-finite gradients), scaler update, zero-grad, scheduler step.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from quicktrain.engine.state import StepMetrics, TrainState
+
+
+def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> StepMetrics:
+    model, optimizer, scaler = state.model, state.optimizer, state.scaler
+    model.train()
+    images, labels = state.inputs.to_device(batch)  # (B, 3, H, W) uint8, (B,)
+    window = labels.shape[0]  # samples in this window; the epoch's last may be short
+    loss_sum = torch.zeros((), device=labels.device)
+
+    micro_batches = zip(images.split(state.micro_batch_size), labels.split(state.micro_batch_size))
+    for x, y in micro_batches:
+        with state.precision.autocast():
+            logits = model(state.inputs(x))
+            loss = state.criterion(logits, y)  # mean over this micro-batch
+        # weight by this micro-batch's share of the samples actually in the window, so
+        # k micro-batches give the gradient of one batch of k times the size
+        scaler.scale(loss * (y.shape[0] / window)).backward()
+        loss_sum += loss.detach().float() * y.shape[0]
+        state.counters.micro_steps += 1
+
+    # once per update: the scaler must unscale before clipping sees true gradient norms
+    scaler.unscale_(optimizer)
+    grad_norm = None
+    if state.grad_clip is not None:
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), state.grad_clip)
+    scale_before = scaler.get_scale() if scaler.is_enabled() else None
+    scaler.step(optimizer)  # skipped when unscale_ found inf/NaN gradients
+    scaler.update()  # and then the scale is lowered
+    skipped = scale_before is not None and scaler.get_scale() < scale_before
+    optimizer.zero_grad(set_to_none=True)
+    lr = optimizer.param_groups[0]["lr"]
+    if skipped:
+        state.counters.skipped_updates += 1
+    else:
+        state.scheduler.step()  # schedules follow applied updates, never micro-batches
+
+    state.counters.num_updates += 1
+    state.counters.samples += window
+    return StepMetrics(
+        loss=loss_sum / window,
+        samples=window,
+        micro_batches=-(-window // state.micro_batch_size),
+        grad_norm=grad_norm,
+        lr=lr,
+    )

@@ -1,0 +1,256 @@
+"""The epoch loop on PyTorch Ignite: Ignite drives :func:`train_step`; handlers around it
+time, evaluate, record, checkpoint and log. Nothing here changes what a step computes.
+
+Example:
+    >>> from quicktrain import Config, train
+    >>> result = train(Config.from_overrides({"data.dataset": "synthetic", "model.name": "test_vit",
+    ...                                       "run.epochs": 1, "run.progress": False}))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from ignite.engine import Engine, Events
+
+from quicktrain.config import Config
+from quicktrain.data.loader import set_epoch
+from quicktrain.engine.checkpoint import capture, find_resume, load_checkpoint, restore, save_checkpoint
+from quicktrain.engine.evaluate import evaluate
+from quicktrain.engine.progress import attach_progress
+from quicktrain.engine.setup import Run, build_run, describe
+from quicktrain.engine.state import TrainState
+from quicktrain.engine.step import train_step
+from quicktrain.errors import ConfigError
+from quicktrain.metrics import Stopwatch, peak_memory_mb, reset_peak_memory
+from quicktrain.reporting.record import RunRecord, environment
+from quicktrain.techniques.layout import unwrap
+
+log = logging.getLogger("quicktrain")
+
+# config keys a resumed run may change: they do not alter what is computed
+_RESUMABLE_CHANGES = {"run.out", "run.resume", "run.progress", "run.tensorboard", "data.workers", "data.cache_dir"}
+
+
+@dataclass
+class RunResult:
+    folder: Path
+    summary: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+def train(cfg: Config) -> RunResult:
+    """Train as ``cfg`` says and write a complete run record; return the summary."""
+    wall_start = time.perf_counter()
+    run = build_run(cfg, progress=cfg.run.progress)
+    folder, ckpt = _prepare_folder(cfg)
+    record = RunRecord(folder)
+    if ckpt is not None:
+        restore(run.state, ckpt)
+        record.truncate_metrics(run.state.counters.epoch)
+        log.info(f"resuming after epoch {run.state.counters.epoch} from {cfg.run.resume}")
+    record.write_config(cfg.to_yaml())
+    record.write_env(environment(run.device))
+    for line in describe(run):
+        log.info(line)
+    if run.techniques.pinning.note:
+        log.warning(f"note: {run.techniques.pinning.note}; recorded as pin_memory_active=false")
+    log.info(f"  run record    {folder}")
+
+    trainer = _build_engine(run, record, folder)
+    reset_peak_memory(run.device)
+    status, error = "completed", None
+    try:
+        if run.state.counters.epoch < cfg.run.epochs:
+            trainer.run(run.train_loader, max_epochs=cfg.run.epochs)
+    except KeyboardInterrupt:
+        status, error = "interrupted", "KeyboardInterrupt"
+        raise
+    except Exception as err:
+        status, error = "failed", f"{type(err).__name__}: {err}"
+        raise
+    finally:
+        history = record.read_metrics()
+        summary = _summary(run, history, wall_start, status, error)
+        if status == "completed":
+            torch.save(unwrap(run.state.model).state_dict(), folder / "model.pt.tmp")
+            (folder / "model.pt.tmp").replace(folder / "model.pt")
+        record.write_summary(summary)
+    return RunResult(folder, summary, history)
+
+
+def _prepare_folder(cfg: Config) -> tuple[Path, dict[str, Any] | None]:
+    """The run folder, and the checkpoint to resume from (if any)."""
+    ckpt = None
+    if cfg.run.resume:
+        out = Path(cfg.run.out) if cfg.run.out else None
+        path = find_resume(cfg.run.resume, out)
+        ckpt = load_checkpoint(path)
+        _check_same_run(cfg, ckpt["config"], path)
+        folder = out or path.parent.parent
+    else:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        dataset = cfg.data.dataset.partition(":")[0]
+        folder = Path(cfg.run.out or f"runs/{stamp}-{cfg.model.name}-{dataset}")
+        if (folder / "config.yaml").exists():
+            raise ConfigError(
+                f"run.out '{folder}' already holds a run record; choose another --out, or --resume auto to continue it"
+            )
+    try:
+        (folder / "checkpoints").mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise ConfigError(f"run.out '{folder}' is not writable: {err.strerror}") from None
+    return folder, ckpt
+
+
+def _check_same_run(cfg: Config, saved: dict[str, Any], path: Path) -> None:
+    now = cfg.to_dict()
+    for section, values in saved.items():
+        for key, value in values.items():
+            dotted = f"{section}.{key}"
+            if dotted not in _RESUMABLE_CHANGES and now[section][key] != value:
+                raise ConfigError(
+                    f"cannot resume from '{path}': {dotted} was {value!r} there, now {now[section][key]!r}"
+                )
+
+
+def training_engine(state: TrainState) -> tuple[Engine, dict[str, Any]]:
+    """An Ignite Engine whose iteration is one :func:`train_step` (one optimizer update),
+    plus the per-epoch loss tally it keeps on the device (reset at each epoch start).
+
+    This is everything quicktrain does per update; benchmarks/overhead.py times it."""
+    trainer = Engine(lambda engine, batch: train_step(state, batch))
+    tally: dict[str, Any] = {"sum": 0.0, "n": 0}
+
+    @trainer.on(Events.EPOCH_STARTED)
+    def _reset(engine: Engine) -> None:
+        tally.update(sum=0.0, n=0)
+
+    @trainer.on(Events.ITERATION_COMPLETED)
+    def _accumulate(engine: Engine) -> None:
+        out = engine.state.output
+        tally["sum"] = out.loss * out.samples + tally["sum"]  # a device tensor: no sync
+        tally["n"] += out.samples
+
+    return trainer, tally
+
+
+def _build_engine(run: Run, record: RunRecord, folder: Path) -> Engine:
+    cfg, state = run.config, run.state
+    counters = state.counters
+    trainer, epoch_loss = training_engine(state)
+    watch = Stopwatch(run.device)
+
+    if counters.epoch:
+        trainer.load_state_dict(
+            {"epoch": counters.epoch, "max_epochs": cfg.run.epochs, "epoch_length": len(run.train_loader)}
+        )
+
+    @trainer.on(Events.EPOCH_STARTED)
+    def _start_epoch(engine: Engine) -> None:
+        set_epoch(run.train_loader, engine.state.epoch - 1)  # Ignite counts epochs from 1
+        watch.start()
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def _end_epoch(engine: Engine) -> None:
+        epoch_time = watch.stop()  # training only; evaluation below is not timed
+        counters.train_time_s += epoch_time
+        result = evaluate(state.model, run.test_loader, state.inputs, state.precision, run.arrays.num_classes)
+        row = {
+            "epoch": engine.state.epoch,
+            "train_loss": float(epoch_loss["sum"]) / max(epoch_loss["n"], 1),
+            "test_loss": result.loss,
+            "test_accuracy": result.accuracy,
+            "test_f1_macro": result.f1_macro,
+            "epoch_time_s": epoch_time,
+            "images_per_s": epoch_loss["n"] / epoch_time,
+            "lr": state.optimizer.param_groups[0]["lr"],
+            "train_time_s": counters.train_time_s,
+            "optimizer_updates": counters.num_updates,
+        }
+        target = cfg.run.target_accuracy
+        if target is not None and counters.time_to_target_s is None and result.accuracy >= target:
+            counters.time_to_target_s = counters.train_time_s
+        record.append_metrics(row)
+        engine.state.metrics.update(row)
+        log.info(
+            f"epoch {row['epoch']:>3}/{cfg.run.epochs}  train_loss {row['train_loss']:.4f}  "
+            f"test_acc {row['test_accuracy']:.4f}  test_f1 {row['test_f1_macro']:.4f}  "
+            f"{row['images_per_s']:.0f} img/s  {epoch_time:.1f}s"
+        )
+        counters.epoch = engine.state.epoch  # complete: recorded, and checkpointed next
+        payload = capture(state, cfg.to_dict())
+        save_checkpoint(folder / "checkpoints", engine.state.epoch, payload, cfg.run.keep_checkpoints)
+
+    attach_progress(trainer, cfg.run.epochs, enabled=cfg.run.progress)
+    if cfg.run.tensorboard:
+        _attach_tensorboard(trainer, state.optimizer, folder)
+    return trainer
+
+
+def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    from ignite.handlers.tensorboard_logger import TensorboardLogger
+
+    tb = TensorboardLogger(log_dir=str(folder))
+    every = Events.ITERATION_COMPLETED(every=10)
+    tb.attach_output_handler(trainer, event_name=every, tag="train", output_transform=lambda out: {"loss": out.loss})
+    tb.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer)
+    tb.attach_output_handler(
+        trainer,
+        event_name=Events.EPOCH_COMPLETED,
+        tag="epoch",
+        metric_names=["test_accuracy", "test_f1_macro", "test_loss", "train_loss", "images_per_s"],
+    )
+    trainer.add_event_handler(Events.COMPLETED | Events.EXCEPTION_RAISED, lambda *_: tb.close())
+
+
+def _summary(
+    run: Run, history: list[dict[str, Any]], wall_start: float, status: str, error: str | None
+) -> dict[str, Any]:
+    cfg, counters, described = run.config, run.state.counters, run.techniques.describe()
+    last = history[-1] if history else {}
+    peak, peak_kind = peak_memory_mb(run.device)
+    return {
+        "status": status,
+        "error": error,
+        "model": cfg.model.name,
+        "dataset": run.arrays.name,
+        **described,
+        "epochs": cfg.run.epochs,
+        "epochs_completed": counters.epoch,
+        "optimizer_updates": counters.num_updates,
+        "skipped_updates": counters.skipped_updates,
+        "micro_steps": counters.micro_steps,
+        "test_accuracy": last.get("test_accuracy"),
+        "test_f1_macro": last.get("test_f1_macro"),
+        "test_loss": last.get("test_loss"),
+        "best_test_accuracy": max((r["test_accuracy"] for r in history), default=None),
+        "train_time_s": counters.train_time_s,
+        "wall_time_s": counters.wall_time_s + time.perf_counter() - wall_start,
+        "images_per_s": counters.samples / counters.train_time_s if counters.train_time_s else None,
+        "target_accuracy": cfg.run.target_accuracy,
+        "time_to_target_s": counters.time_to_target_s,
+        "peak_memory_mb": round(peak, 1),
+        "peak_memory_kind": peak_kind,
+        "device": str(run.device),
+        "seed": cfg.run.seed,
+        "train_samples": len(run.arrays.train),
+        "test_samples": len(run.arrays.test),
+        "image_size": run.image_size,
+        "num_params": run.num_params,
+        "optimizer": cfg.optim.optimizer,
+        "lr": cfg.optim.lr,
+        "finished_at": datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+__all__ = ["RunResult", "train"]

@@ -1,0 +1,80 @@
+"""Model registry: a name -> factory table, with tiny ``test_*`` models beside real ones.
+
+Example:
+    >>> from quicktrain.models import create_model
+    >>> model = create_model("test_resnet", num_classes=10, image_size=32)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from quicktrain.errors import ConfigError
+
+# factory(num_classes, image_size, hub_weights) -> nn.Module
+Factory = Callable[[int, int, bool], nn.Module]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    factory: Factory
+    description: str
+    test: bool = False  # a tiny variant for tests
+
+
+_REGISTRY: dict[str, ModelEntry] = {}
+
+
+def register(name: str, description: str, test: bool = False) -> Callable[[Factory], Factory]:
+    def add(factory: Factory) -> Factory:
+        _REGISTRY[name] = ModelEntry(name, factory, description, test)
+        return factory
+
+    return add
+
+
+def list_models(include_test: bool = True) -> list[ModelEntry]:
+    return [e for e in _REGISTRY.values() if include_test or not e.test]
+
+
+def check_model(name: str) -> ModelEntry:
+    """The registry entry for ``name``, or a ConfigError listing the accepted names."""
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown model '{name}'; accepted: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def create_model(name: str, num_classes: int, image_size: int = 32, pretrained: str | None = None) -> nn.Module:
+    """Build a registered model; ``pretrained`` is a local state-dict path or ``"hub"``."""
+    model = check_model(name).factory(num_classes, image_size, pretrained == "hub")
+    if pretrained not in (None, "hub"):
+        load_weights(model, pretrained)
+    return model
+
+
+def load_weights(model: nn.Module, path: str | Path) -> list[str]:
+    """Load a local state dict safely (weights only); skip tensors whose shape differs.
+
+    Returns the names that were not loaded (e.g. a 1000-class head into a 10-class model).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"model.pretrained='{path}' is not a file; give a state-dict path or 'hub'")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several types for unreadable or unsafe files
+        raise ConfigError(f"cannot load weights from '{path}': {err}") from None
+    if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
+        state = state["model"]  # a quicktrain checkpoint
+    own = model.state_dict()
+    usable = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    if not usable:
+        raise ConfigError(f"no tensor in '{path}' matches the model's parameters by name and shape")
+    model.load_state_dict(usable, strict=False)
+    return sorted(set(own) - set(usable))

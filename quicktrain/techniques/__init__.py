@@ -1,0 +1,68 @@
+"""Speed techniques, each resolved once into an object that may do nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from quicktrain.config import Config
+from quicktrain.techniques.accumulation import Accumulation, micro_weights, plan_epoch, split_sizes
+from quicktrain.techniques.layout import maybe_compile, memory_format, unwrap
+from quicktrain.techniques.pinning import Pinning, resolve_pinning
+from quicktrain.techniques.precision import Precision, cpu_supports_bf16, resolve_precision
+
+
+@dataclass(frozen=True)
+class Techniques:
+    accumulation: Accumulation
+    precision: Precision
+    pinning: Pinning
+    memory_format: torch.memory_format
+    compile: bool
+
+    def describe(self) -> dict[str, object]:
+        """What was derived, for the start-up banner and the run record."""
+        acc = self.accumulation
+        return {
+            "batch_size": acc.batch_size,
+            "micro_batch_size": acc.micro_batch_size,
+            "accum_steps": acc.accum_steps,
+            "amp": self.precision.name,
+            "amp_requested": self.precision.requested,
+            "grad_scaler": self.precision.needs_scaler,
+            "pin_memory": self.pinning.requested,
+            "pin_memory_active": self.pinning.active,
+            "channels_last": self.memory_format == torch.channels_last,
+            "compile": self.compile,
+        }
+
+
+def resolve_techniques(cfg: Config, device: torch.device) -> Techniques:
+    micro, accum = cfg.accumulation()
+    t = cfg.techniques
+    return Techniques(
+        accumulation=Accumulation(cfg.run.batch_size, micro, accum),
+        precision=resolve_precision(t.amp, device),
+        pinning=resolve_pinning(t.pin_memory, device),
+        memory_format=memory_format(t.channels_last),
+        compile=t.compile,
+    )
+
+
+__all__ = [
+    "Accumulation",
+    "Pinning",
+    "Precision",
+    "Techniques",
+    "cpu_supports_bf16",
+    "maybe_compile",
+    "memory_format",
+    "micro_weights",
+    "plan_epoch",
+    "resolve_pinning",
+    "resolve_precision",
+    "resolve_techniques",
+    "split_sizes",
+    "unwrap",
+]

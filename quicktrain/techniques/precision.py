@@ -1,0 +1,80 @@
+"""Automatic mixed precision, resolved once into an autocast context and a GradScaler.
+
+- ``bf16``: same exponent range as fp32, so gradients cannot underflow and no scaler is
+  needed. It is the CPU path (AVX-512 BF16 / AMX) and the usual choice on recent GPUs.
+- ``fp16``: CUDA only; needs loss scaling, so a GradScaler is enabled.
+- ``auto``: bf16 where the hardware computes it natively, else fp16 on CUDA, else off.
+- ``off``: autocast is a null context and the scaler is built with ``enabled=False``,
+  which makes ``scale``/``unscale_``/``step``/``update`` plain pass-throughs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from quicktrain.errors import ConfigError
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Precision:
+    requested: str  # what the config asked for
+    dtype: torch.dtype | None  # None: full fp32
+    device_type: str  # "cpu" or "cuda"
+
+    @property
+    def name(self) -> str:
+        return {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.dtype]
+
+    @property
+    def needs_scaler(self) -> bool:
+        return self.dtype == torch.float16
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+
+    def make_scaler(self) -> torch.amp.GradScaler:
+        return torch.amp.GradScaler(self.device_type, enabled=self.needs_scaler)
+
+
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bf16 arithmetic (AVX-512 BF16 or AMX)."""
+    try:
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            flags = _cpu_flags()
+            return not flags or bool(flags & {"avx512_bf16", "amx_bf16"})
+    except (AttributeError, RuntimeError):
+        pass
+    return False
+
+
+def _cpu_flags() -> set[str]:
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return set()
+    for line in cpuinfo.read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def resolve_precision(mode: str, device: torch.device) -> Precision:
+    kind, requested = device.type, mode
+    if mode == "fp16" and kind != "cuda":
+        raise ConfigError(
+            "techniques.amp=fp16 needs a CUDA device (fp16 autocast brings no speed on CPU); "
+            "on CPU use bf16, auto or off"
+        )
+    if mode == "auto":
+        if kind == "cuda":
+            mode = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            mode = "bf16" if cpu_supports_bf16() else "off"
+    return Precision(requested=requested, dtype=_DTYPES.get(mode), device_type=kind)

@@ -1,0 +1,73 @@
+"""Shared fixtures: tiny configs, hand-built training states, an isolated decode cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from quicktrain.config import Config
+from quicktrain.data.prepare import InputPipeline
+from quicktrain.engine.state import TrainState
+from quicktrain.techniques.precision import Precision
+
+REPO = Path(__file__).resolve().parents[1]
+CIFAR10_JPEG = REPO.parent / "shared" / "datasets" / "cifar10-jpeg"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUICKTRAIN_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+def tiny_config(out: Path | None = None, **overrides: Any) -> Config:
+    """A seconds-long run: tiny model, synthetic data, no bars, no event files."""
+    base = {
+        "data.dataset": "synthetic",
+        "data.max_train_samples": 96,
+        "data.max_test_samples": 40,
+        "model.name": "test_vit",
+        "run.epochs": 1,
+        "run.batch_size": 32,
+        "run.progress": False,
+        "run.tensorboard": False,
+        "techniques.amp": "off",
+    }
+    if out is not None:
+        base["run.out"] = str(out)
+    base.update(overrides)
+    return Config.from_overrides(base)
+
+
+def make_state(
+    model: nn.Module,
+    micro_batch_size: int,
+    lr: float = 0.1,
+    scaler: torch.amp.GradScaler | None = None,
+    precision: Precision | None = None,
+    grad_clip: float | None = None,
+    momentum: float = 0.0,
+) -> TrainState:
+    """A TrainState around ``model`` with plain SGD and a constant schedule, on CPU."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    return TrainState(
+        model=model,
+        optimizer=optimizer,
+        scheduler=torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
+        scaler=scaler or torch.amp.GradScaler("cpu", enabled=False),
+        criterion=nn.CrossEntropyLoss(),
+        precision=precision or Precision("off", None, "cpu"),
+        inputs=InputPipeline(torch.device("cpu")),
+        micro_batch_size=micro_batch_size,
+        grad_clip=grad_clip,
+    )
+
+
+def uint8_batch(n: int, num_classes: int = 10, size: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g)
+    y = torch.randint(0, num_classes, (n,), generator=g)
+    return x, y

@@ -1,0 +1,118 @@
+"""The command line: a complete record from the console script, one-line errors for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from quicktrain.cli import main
+from quicktrain.config import Config
+
+TINY = [
+    "--model",
+    "test_resnet",
+    "--epochs",
+    "1",
+    "--max-train-samples",
+    "64",
+    "--max-test-samples",
+    "40",
+    "--batch-size",
+    "32",
+    "--no-progress",
+    "--no-tensorboard",
+]
+
+
+@pytest.mark.slow
+def test_console_script_trains_on_the_sample_and_prints_a_table(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "quicktrain", "train", *TINY, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "test_accuracy" in proc.stdout and "record:" in proc.stdout
+    assert "micro-batch" in proc.stdout and "accumulation" in proc.stdout  # the derived settings
+    for name in ("config.yaml", "env.json", "metrics.jsonl", "summary.json", "model.pt"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dataset"] == "sample" and summary["train_samples"] == 64
+    assert summary["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lr", "0"], "optim.lr=0.0 must be positive"),
+        (["--batch-size", "-4"], "run.batch_size=-4 must be positive"),
+        (["--epochs", "0"], "run.epochs=0 must be positive"),
+        (["--model", "resnet1000"], "unknown model 'resnet1000'"),
+        (["--dataset", "mnist"], "unknown dataset 'mnist'"),
+        (["--amp", "fp16"], "fp16 needs a CUDA device"),
+        (["--amp", "fp8"], "invalid choice: 'fp8'"),
+        (["--accum-steps", "3"], "not divisible by techniques.accum_steps=3"),
+        (["--lr", "fast"], "invalid float value: 'fast'"),
+        (["optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
+        (["optim.lr=abc"], "optim.lr='abc' has the wrong type"),
+        (["--dataset", "cifar10", "--data-dir", "/nonexistent"], "pass --download"),
+        (["--dataset", "imagefolder:/nonexistent"], "does not exist"),
+        (["--config", "/nonexistent.yaml"], "config file '/nonexistent.yaml' does not exist"),
+        (["--out", "/proc/quicktrain-run"], "is not writable"),
+        (["--pretrained", "/nonexistent.pt"], "is not a file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(["train", *TINY, *argv]))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1, err
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+
+
+def test_print_config_shows_the_resolved_tree(capsys):
+    assert main(["train", "--lr", "0.3", "techniques.accum_steps=4", "--print-config"]) == 0
+    cfg = Config.from_dict(yaml.safe_load(capsys.readouterr().out))
+    assert cfg.optim.lr == 0.3 and cfg.accumulation() == (32, 4)
+
+
+def test_flags_override_the_preset(tmp_path, capsys):
+    preset = tmp_path / "p.yaml"
+    preset.write_text("optim:\n  lr: 0.01\nrun:\n  epochs: 9\n")
+    assert main(["train", "--config", str(preset), "--epochs", "2", "--print-config"]) == 0
+    cfg = Config.from_dict(yaml.safe_load(capsys.readouterr().out))
+    assert (cfg.optim.lr, cfg.run.epochs) == (0.01, 2)
+
+
+def test_models_lists_the_registry(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "resnet50" in out and "vit_tiny" in out and "efficientnet_b0" in out
+    assert "test_resnet" not in out
+    assert main(["models", "--all"]) == 0
+    assert "test_resnet" in capsys.readouterr().out
+
+
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    for flag in (
+        "--micro-batch-size",
+        "--accum-steps",
+        "--amp",
+        "--pin-memory",
+        "--channels-last",
+        "--compile",
+        "--target-accuracy",
+        "--resume",
+        "--max-train-samples",
+    ):
+        assert flag in out

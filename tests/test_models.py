@@ -1,0 +1,80 @@
+"""Every registry model builds, runs forward at 32 px, and round-trips its weights."""
+
+import pytest
+import torch
+
+from quicktrain.errors import ConfigError
+from quicktrain.models import create_model, list_models, load_weights
+
+ALL = [e.name for e in list_models()]
+TINY = [e.name for e in list_models() if e.test]
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_tiny_models_forward_and_backward(name):
+    torch.manual_seed(0)
+    model = create_model(name, num_classes=7, image_size=32)
+    x = torch.randn(4, 3, 32, 32)
+    out = model(x)
+    assert out.shape == (4, 7)
+    out.logsumexp(1).mean().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert sum(p.numel() for p in model.parameters()) < 500_000
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if n not in TINY])
+def test_real_models_forward_at_32px(name):
+    model = create_model(name, num_classes=10, image_size=32).eval()
+    with torch.no_grad():
+        out = model(torch.randn(2, 3, 32, 32))
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", ["resnet18", "test_resnet"])
+def test_resnets_use_the_cifar_stem_below_64px(name):
+    small = create_model(name, num_classes=10, image_size=32)
+    large = create_model(name, num_classes=10, image_size=224)
+    first = next(m for m in small.modules() if isinstance(m, torch.nn.Conv2d))
+    assert first.kernel_size == (3, 3) and first.stride == (1, 1)
+    assert isinstance(small.maxpool, torch.nn.Identity)
+    assert not isinstance(large.maxpool, torch.nn.Identity)
+    with torch.no_grad():  # no downsampling before the first block: 32 px -> 4 px at the end
+        assert small.forward_features(torch.zeros(1, 3, 32, 32)).shape[-1] == 4
+
+
+def test_vit_uses_patch_4_at_32px():
+    model = create_model("vit_tiny", num_classes=10, image_size=32)
+    assert model.patch_embed.patch_size == (4, 4)
+    assert model.patch_embed.num_patches == 64
+
+
+def test_local_weights_load_safely_and_skip_mismatched_head(tmp_path):
+    torch.manual_seed(0)
+    source = create_model("test_resnet", num_classes=100)
+    path = tmp_path / "weights.pt"
+    torch.save(source.state_dict(), path)
+    target = create_model("test_resnet", num_classes=10)
+    skipped = load_weights(target, path)
+    assert skipped == ["fc.bias", "fc.weight"]
+    torch.testing.assert_close(target.layer1[0].conv1.weight, source.layer1[0].conv1.weight)
+    loaded = create_model("test_resnet", num_classes=100, pretrained=str(path))
+    torch.testing.assert_close(loaded.fc.weight, source.fc.weight)
+
+
+def test_bad_weights_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="is not a file"):
+        create_model("test_resnet", num_classes=10, pretrained=str(tmp_path / "missing.pt"))
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="cannot load weights"):
+        create_model("test_resnet", num_classes=10, pretrained=str(bad))
+    other = tmp_path / "other.pt"
+    torch.save({"something.else": torch.zeros(3)}, other)
+    with pytest.raises(ConfigError, match="no tensor"):
+        create_model("test_resnet", num_classes=10, pretrained=str(other))
+
+
+def test_unknown_model_lists_the_accepted_names():
+    with pytest.raises(ConfigError, match="unknown model 'resnet9000'; accepted: resnet18"):
+        create_model("resnet9000", num_classes=10)

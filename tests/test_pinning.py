@@ -1,0 +1,56 @@
+"""Pinned memory: acted on with CUDA, reported and recorded (not an error) without."""
+
+import pytest
+import torch
+from conftest import tiny_config
+
+from quicktrain.data.loader import make_loader
+from quicktrain.data.prepare import InputPipeline
+from quicktrain.data.synthetic import make_synthetic
+from quicktrain.engine import train
+from quicktrain.techniques.pinning import resolve_pinning
+
+
+def test_pinning_on_cpu_does_nothing_and_says_why():
+    p = resolve_pinning(True, torch.device("cpu"))
+    assert p.requested and not p.active
+    assert "no effect" in p.note
+    assert resolve_pinning(False, torch.device("cpu")) == resolve_pinning(False, torch.device("cpu"))
+    assert not resolve_pinning(False, torch.device("cpu")).active
+
+
+def test_pin_request_is_recorded_and_batches_reach_the_device(tmp_path, caplog):
+    result = train(tiny_config(tmp_path / "run", **{"techniques.pin_memory": True}))
+    assert result.summary["pin_memory"] is True
+    assert result.summary["pin_memory_active"] is False  # this is a CPU run
+    assert result.summary["status"] == "completed"
+
+
+def test_input_pipeline_delivers_normalised_batches_to_its_device():
+    split = make_synthetic(num_train=16, num_test=1).train
+    loader = make_loader(split, batch_size=8, train=True, seed=0)
+    pipeline = InputPipeline(torch.device("cpu"), image_size=48, memory_format=torch.channels_last)
+    x, y = pipeline.to_device(next(iter(loader)))
+    assert x.dtype == torch.uint8 and x.shape == (8, 3, 32, 32) and y.shape == (8,)
+    out = pipeline(x)
+    assert out.dtype == torch.float32 and out.shape == (8, 3, 48, 48)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    # normalisation: (x / 255 - mean) / std, per channel
+    plain = InputPipeline(torch.device("cpu"))(x)
+    expected = (x.float() / 255 - torch.tensor([0.4914, 0.4822, 0.4465]).view(1, 3, 1, 1)) / torch.tensor(
+        [0.2470, 0.2435, 0.2616]
+    ).view(1, 3, 1, 1)
+    torch.testing.assert_close(plain, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs a CUDA device")
+def test_pinned_loader_and_non_blocking_copy_on_cuda():
+    device = torch.device("cuda")
+    pin = resolve_pinning(True, device)
+    assert pin.active and pin.note is None
+    split = make_synthetic(num_train=16, num_test=1).train
+    loader = make_loader(split, batch_size=8, train=True, seed=0, pin=True)
+    batch = next(iter(loader))
+    assert batch[0].is_pinned() and batch[1].is_pinned()
+    x, y = InputPipeline(device, non_blocking=True).to_device(batch)
+    assert x.is_cuda and y.is_cuda

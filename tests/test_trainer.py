@@ -1,0 +1,144 @@
+"""The Ignite loop end to end: complete records, exact resume, target time, overfitting."""
+
+import json
+
+import pytest
+import torch
+import yaml
+from conftest import make_state, tiny_config
+
+from quicktrain.config import Config
+from quicktrain.data.synthetic import make_synthetic
+from quicktrain.engine import train, train_step
+from quicktrain.engine import trainer as trainer_module
+from quicktrain.errors import ConfigError
+from quicktrain.models import create_model
+from quicktrain.reporting import METRIC_FIELDS
+
+SUMMARY_KEYS = {
+    "model",
+    "dataset",
+    "batch_size",
+    "micro_batch_size",
+    "accum_steps",
+    "amp",
+    "pin_memory",
+    "channels_last",
+    "compile",
+    "epochs",
+    "optimizer_updates",
+    "test_accuracy",
+    "test_f1_macro",
+    "test_loss",
+    "train_time_s",
+    "wall_time_s",
+    "images_per_s",
+    "target_accuracy",
+    "time_to_target_s",
+    "peak_memory_mb",
+    "device",
+    "seed",
+}
+
+
+def test_run_writes_a_complete_self_describing_record(tmp_path):
+    cfg = tiny_config(
+        tmp_path / "run",
+        **{"run.epochs": 2, "run.tensorboard": True, "techniques.accum_steps": 2, "model.name": "test_resnet"},
+    )
+    result = train(cfg)
+    folder = result.folder
+    assert Config.from_dict(yaml.safe_load((folder / "config.yaml").read_text())) == cfg
+    env = json.loads((folder / "env.json").read_text())
+    assert {"torch", "timm", "pytorch_ignite", "device", "cpu"} <= set(env)
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert all(set(METRIC_FIELDS) <= set(r) for r in rows)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["status"] == "completed"
+    assert summary["optimizer_updates"] == 2 * 3  # 96 samples / 32 per update, 2 epochs
+    assert summary["micro_batch_size"] == 16 and summary["accum_steps"] == 2
+    assert summary["train_time_s"] <= summary["wall_time_s"]
+    assert list(folder.glob("events.out.tfevents.*")), "TensorBoard events written"
+    weights = torch.load(folder / "model.pt", weights_only=True)
+    create_model("test_resnet", num_classes=10).load_state_dict(weights)
+    assert len(list((folder / "checkpoints").glob("*.pt"))) == 2
+
+
+def test_time_to_target_is_recorded_or_null(tmp_path):
+    reached = train(tiny_config(tmp_path / "a", **{"run.target_accuracy": 0.01, "run.epochs": 2}))
+    first_epoch_time = reached.history[0]["train_time_s"]
+    assert reached.summary["time_to_target_s"] == pytest.approx(first_epoch_time)
+    missed = train(tiny_config(tmp_path / "b", **{"run.target_accuracy": 1.0}))
+    assert missed.summary["time_to_target_s"] is None
+
+
+def test_resume_continues_exactly(tmp_path, monkeypatch):
+    """2 epochs straight == 1 epoch, killed, then resumed for the second (BatchNorm,
+    augmentation, momentum and a one-cycle schedule included)."""
+    overrides = {"run.epochs": 2, "model.name": "test_resnet", "optim.schedule": "onecycle"}
+    straight = train(tiny_config(tmp_path / "straight", **overrides))
+
+    real_evaluate = trainer_module.evaluate
+    calls = {"n": 0}
+
+    def dies_in_second_epoch(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "evaluate", dies_in_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_config(tmp_path / "resumed", **overrides))
+    interrupted = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert interrupted["status"] == "interrupted" and interrupted["epochs_completed"] == 1
+    assert not (tmp_path / "resumed" / "model.pt").exists()
+
+    monkeypatch.setattr(trainer_module, "evaluate", real_evaluate)
+    resumed = train(tiny_config(tmp_path / "resumed", **overrides, **{"run.resume": "auto"}))
+    assert resumed.summary["status"] == "completed"
+    assert resumed.summary["optimizer_updates"] == straight.summary["optimizer_updates"]
+    assert [r["epoch"] for r in resumed.history] == [1, 2]
+    a = torch.load(straight.folder / "model.pt", weights_only=True)
+    b = torch.load(resumed.folder / "model.pt", weights_only=True)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+
+
+def test_resume_refuses_a_changed_model(tmp_path):
+    train(tiny_config(tmp_path / "run"))
+    with pytest.raises(ConfigError, match="model.name was 'test_vit' there, now 'test_resnet'"):
+        train(tiny_config(tmp_path / "run", **{"run.resume": "auto", "model.name": "test_resnet"}))
+
+
+def test_existing_record_is_never_overwritten(tmp_path):
+    train(tiny_config(tmp_path / "run"))
+    with pytest.raises(ConfigError, match="already holds a run record"):
+        train(tiny_config(tmp_path / "run"))
+
+
+def test_tiny_model_overfits_one_batch():
+    torch.manual_seed(0)
+    data = make_synthetic(num_train=32, num_test=1).train
+    batch = (torch.from_numpy(data.images).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(data.labels))
+    state = make_state(create_model("test_resnet", num_classes=10), micro_batch_size=8, lr=0.1, momentum=0.9)
+    for _ in range(40):
+        metrics = train_step(state, batch)
+    assert float(metrics.loss) < 0.05
+    state.model.eval()
+    with torch.no_grad():
+        preds = state.model(state.inputs(batch[0])).argmax(1)
+    assert (preds == batch[1]).float().mean() == 1.0
+
+
+def test_training_learns_synthetic_data(tmp_path):
+    result = train(
+        tiny_config(
+            tmp_path / "run",
+            **{"run.epochs": 4, "data.max_train_samples": 256, "model.name": "test_resnet", "optim.lr": 0.2},
+        )
+    )
+    assert result.summary["test_accuracy"] > 0.5  # chance is 0.1
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
