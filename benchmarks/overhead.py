@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Side, compare, ratios, spread  # noqa: E402
+from harness import Side, compare, ratios, spread
 
-from quicktrain.config import Config  # noqa: E402
-from quicktrain.engine.setup import build_run  # noqa: E402
-from quicktrain.engine.trainer import training_engine  # noqa: E402
+from quicktrain.config import Config
+from quicktrain.engine.setup import build_run
+from quicktrain.engine.trainer import training_engine
 
 
 def sides_for(model: str, amp: str, batch: int, steps: int) -> list[Side]:

@@ -189,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuicktrainError as err:
         if getattr(args, "debug", False):
             raise
-        print(f"quicktrain {args.command}: error: {err}", file=sys.stderr)
+        one_line = " ".join(str(err).split())  # wrapped third-party messages stay on one line
+        print(f"quicktrain {args.command}: error: {one_line}", file=sys.stderr)
         return 2
 
 

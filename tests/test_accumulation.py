@@ -71,6 +71,7 @@ def test_optimizer_steps_once_per_window():
     train_step(state, uint8_batch(6))  # 2 micro-batches, the short last window
     assert len(calls) == 2
     assert state.counters.num_updates == 2 and state.counters.micro_steps == 6
+    assert state.scheduler.last_epoch == 2  # the schedule advanced per update, not per micro-batch
     assert state.counters.samples == 22
 
 

@@ -1,12 +1,13 @@
-"""Where decoded arrays are cached, and writing them so a crash never leaves half a file."""
+"""Where decoded arrays are cached; written atomically, so a crash leaves no half file."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from quicktrain.atomic import atomic_write
 
 
 def cache_root(cache_dir: str | None = None) -> Path:
@@ -16,12 +17,4 @@ def cache_root(cache_dir: str | None = None) -> Path:
 
 
 def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
-    """Write to a temporary file beside ``path``, then rename: readers see all or nothing."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays))

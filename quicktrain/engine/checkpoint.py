@@ -7,14 +7,13 @@ Files are loaded with ``weights_only=True``: only tensors and plain containers, 
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from quicktrain.atomic import atomic_write
 from quicktrain.engine.state import TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.techniques.layout import unwrap
@@ -49,24 +48,9 @@ def restore(state: TrainState, ckpt: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    """Temporary file in the same folder, flushed to disk, then renamed over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_checkpoint(folder: Path, epoch: int, payload: dict[str, Any], keep: int) -> Path:
     path = folder / f"checkpoint-epoch{epoch:04d}.pt"
-    atomic_torch_save(payload, path)
+    atomic_write(path, lambda f: torch.save(payload, f))
     for old in list_checkpoints(folder)[:-keep]:
         old.unlink(missing_ok=True)
     return path
@@ -92,7 +76,9 @@ def find_resume(resume: str, run_dir: Path | None) -> Path:
     """``auto`` -> newest checkpoint in the run folder; else the path given."""
     if resume != "auto":
         return Path(resume)
-    found = list_checkpoints(run_dir / "checkpoints") if run_dir else []
+    if run_dir is None:
+        raise ConfigError("run.resume=auto needs the run folder: pass --out RUN_FOLDER")
+    found = list_checkpoints(run_dir / "checkpoints")
     if not found:
         raise ConfigError(
             f"run.resume=auto found no checkpoint in '{run_dir}/checkpoints'; pass --out of an earlier run"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from ignite.engine import Engine, Events
 
+from quicktrain.atomic import atomic_write
 from quicktrain.config import Config
 from quicktrain.data.loader import set_epoch
 from quicktrain.engine.checkpoint import capture, find_resume, load_checkpoint, restore, save_checkpoint
@@ -63,7 +65,12 @@ def train(cfg: Config) -> RunResult:
         log.warning(f"note: {run.techniques.pinning.note}; recorded as pin_memory_active=false")
     log.info(f"  run record    {folder}")
 
-    trainer = _build_engine(run, record, folder)
+    wall_base = run.state.counters.wall_time_s  # earlier processes of this run
+
+    def wall_time() -> float:
+        return wall_base + time.perf_counter() - wall_start
+
+    trainer = _build_engine(run, record, folder, wall_time)
     reset_peak_memory(run.device)
     status, error = "completed", None
     try:
@@ -77,10 +84,10 @@ def train(cfg: Config) -> RunResult:
         raise
     finally:
         history = record.read_metrics()
-        summary = _summary(run, history, wall_start, status, error)
+        summary = _summary(run, history, wall_time(), status, error)
         if status == "completed":
-            torch.save(unwrap(run.state.model).state_dict(), folder / "model.pt.tmp")
-            (folder / "model.pt.tmp").replace(folder / "model.pt")
+            weights = unwrap(run.state.model).state_dict()
+            atomic_write(folder / "model.pt", lambda f: torch.save(weights, f))
         record.write_summary(summary)
     return RunResult(folder, summary, history)
 
@@ -144,7 +151,7 @@ def training_engine(state: TrainState) -> tuple[Engine, dict[str, Any]]:
     return trainer, tally
 
 
-def _build_engine(run: Run, record: RunRecord, folder: Path) -> Engine:
+def _build_engine(run: Run, record: RunRecord, folder: Path, wall_time: Callable[[], float]) -> Engine:
     cfg, state = run.config, run.state
     counters = state.counters
     trainer, epoch_loss = training_engine(state)
@@ -188,6 +195,7 @@ def _build_engine(run: Run, record: RunRecord, folder: Path) -> Engine:
             f"{row['images_per_s']:.0f} img/s  {epoch_time:.1f}s"
         )
         counters.epoch = engine.state.epoch  # complete: recorded, and checkpointed next
+        counters.wall_time_s = wall_time()
         payload = capture(state, cfg.to_dict())
         save_checkpoint(folder / "checkpoints", engine.state.epoch, payload, cfg.run.keep_checkpoints)
 
@@ -214,7 +222,7 @@ def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folde
 
 
 def _summary(
-    run: Run, history: list[dict[str, Any]], wall_start: float, status: str, error: str | None
+    run: Run, history: list[dict[str, Any]], wall_time_s: float, status: str, error: str | None
 ) -> dict[str, Any]:
     cfg, counters, described = run.config, run.state.counters, run.techniques.describe()
     last = history[-1] if history else {}
@@ -235,7 +243,7 @@ def _summary(
         "test_loss": last.get("test_loss"),
         "best_test_accuracy": max((r["test_accuracy"] for r in history), default=None),
         "train_time_s": counters.train_time_s,
-        "wall_time_s": counters.wall_time_s + time.perf_counter() - wall_start,
+        "wall_time_s": wall_time_s,
         "images_per_s": counters.samples / counters.train_time_s if counters.train_time_s else None,
         "target_accuracy": cfg.run.target_accuracy,
         "time_to_target_s": counters.time_to_target_s,

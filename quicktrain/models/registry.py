@@ -52,7 +52,17 @@ def check_model(name: str) -> ModelEntry:
 
 def create_model(name: str, num_classes: int, image_size: int = 32, pretrained: str | None = None) -> nn.Module:
     """Build a registered model; ``pretrained`` is a local state-dict path or ``"hub"``."""
-    model = check_model(name).factory(num_classes, image_size, pretrained == "hub")
+    entry = check_model(name)
+    if pretrained != "hub":
+        model = entry.factory(num_classes, image_size, False)
+    else:
+        try:
+            model = entry.factory(num_classes, image_size, True)
+        except Exception as err:  # hub and network errors come in many types
+            raise ConfigError(
+                f"model.pretrained=hub: fetching ImageNet weights for '{name}' failed ({type(err).__name__}: {err}); "
+                "are you online? Or pass a local state-dict file"
+            ) from None
     if pretrained not in (None, "hub"):
         load_weights(model, pretrained)
     return model

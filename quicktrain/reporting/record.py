@@ -17,11 +17,12 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from quicktrain.atomic import atomic_write_text
 
 METRIC_FIELDS = (
     "epoch",
@@ -33,19 +34,6 @@ METRIC_FIELDS = (
     "images_per_s",
     "lr",
 )
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class RunRecord:
