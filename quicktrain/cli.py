@@ -13,6 +13,7 @@ import sys
 import types
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from quicktrain.config import Config, parse_override
@@ -130,19 +131,45 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> Config:
     overrides = dict(parse_override(item) for item in args.overrides)
     overrides.update({k: v for k, v in vars(args).items() if "." in k})  # the flags given
-    if args.config:
-        return Config.load(args.config, overrides)
+    preset = args.config or _resumed_config(overrides)
+    if preset:
+        return Config.load(preset, overrides)
     return Config.from_overrides(overrides)
+
+
+def _resumed_config(overrides: dict[str, Any]) -> Path | None:
+    """When resuming without --config, start from the run's own config.yaml, so only the
+    options given now (e.g. more workers) differ from the interrupted run."""
+    resume = overrides.get("run.resume")
+    if not resume:
+        return None
+    folder = overrides.get("run.out") if resume == "auto" else Path(resume).parent.parent
+    saved = Path(folder) / "config.yaml" if folder else None
+    return saved if saved is not None and saved.is_file() else None
+
+
+class _Stdout(logging.StreamHandler):
+    """Writes to whatever ``sys.stdout`` is now (tests and notebooks replace it)."""
+
+    @property
+    def stream(self) -> typing.TextIO:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _: object) -> None:
+        pass
 
 
 def _setup_logging() -> None:
     logger = logging.getLogger("quicktrain")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stdout)
+        handler = _Stdout()
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    # Ignite logs every exception it re-raises; the run record and our message cover it
+    logging.getLogger("ignite").setLevel(logging.CRITICAL)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -156,9 +183,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     try:
         result = train(cfg)
     except KeyboardInterrupt:
-        out = cfg.run.out or "<the run folder above>"
-        print(f"\ninterrupted; continue with: quicktrain train --out {out} --resume auto", file=sys.stderr)
-        return 130
+        return 130  # the trainer has said how to resume
     columns = ["epoch", "train_loss", "test_loss", "test_accuracy", "test_f1_macro", "epoch_time_s", "images_per_s"]
     s = result.summary
     print()

@@ -77,6 +77,31 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monke
     assert not (tmp_path / "runs").exists()  # nothing half-written
 
 
+@pytest.mark.slow
+def test_resume_from_the_command_line_needs_only_the_folder(tmp_path, capsys):
+    """An interrupted run (its last checkpoint, summary and weights gone) is continued with
+    ``--out DIR --resume auto`` alone, from the run's own config, to the same weights."""
+    import torch
+
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--epochs", "2", "--lr", "0.05", "--accum-steps", "2", "--out", str(out)]) == 0
+    finished = torch.load(out / "model.pt", weights_only=True)
+    for name in ("checkpoints/checkpoint-epoch0002.pt", "summary.json", "model.pt"):
+        (out / name).unlink()
+    assert main(["train", "--out", str(out), "--resume", "auto", "--no-progress"]) == 0
+    assert "resuming after epoch 1" in capsys.readouterr().out
+    resumed = torch.load(out / "model.pt", weights_only=True)
+    assert all(torch.equal(finished[k], resumed[k]) for k in finished)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epochs_completed"] == 2 and summary["lr"] == 0.05 and summary["accum_steps"] == 2
+
+
+def test_table_of_an_empty_history():
+    from quicktrain.reporting import format_table
+
+    assert format_table([], ["epoch", "test_accuracy"]).splitlines()[0].split() == ["epoch", "test_accuracy"]
+
+
 def test_print_config_shows_the_resolved_tree(capsys):
     assert main(["train", "--lr", "0.3", "techniques.accum_steps=4", "--print-config"]) == 0
     cfg = Config.from_dict(yaml.safe_load(capsys.readouterr().out))

@@ -91,7 +91,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer_module, "evaluate", dies_in_second_epoch)
     with pytest.raises(KeyboardInterrupt):
-        train(tiny_config(tmp_path / "resumed", **overrides))
+        train(tiny_config(tmp_path / "resumed", **overrides, **{"run.progress": True, "run.tensorboard": True}))
     interrupted = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     assert interrupted["status"] == "interrupted" and interrupted["epochs_completed"] == 1
     assert not (tmp_path / "resumed" / "model.pt").exists()
@@ -112,8 +112,9 @@ def test_a_failing_run_is_recorded_as_failed(tmp_path, monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(trainer_module, "train_step", explode)
+    # with progress bars and TensorBoard on: their handlers must not swallow the error
     with pytest.raises(RuntimeError, match="boom"):
-        train(tiny_config(tmp_path / "run"))
+        train(tiny_config(tmp_path / "run", **{"run.progress": True, "run.tensorboard": True}))
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"] == "RuntimeError: boom"
     assert summary["test_accuracy"] is None

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from quicktrain.config import Config
 from quicktrain.data.arrays import Arrays
 from quicktrain.data.loader import make_loader
-from quicktrain.data.prepare import InputPipeline
+from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
 from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import TrainState
@@ -78,7 +78,12 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         criterion=nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing),
         precision=techniques.precision,
         inputs=InputPipeline(
-            device, non_blocking=pin, image_size=cfg.model.image_size, memory_format=techniques.memory_format
+            device,
+            non_blocking=pin,
+            image_size=cfg.model.image_size,
+            memory_format=techniques.memory_format,
+            # pretrained weights saw ImageNet statistics; from scratch, the dataset's own
+            **({"mean": IMAGENET_MEAN, "std": IMAGENET_STD} if cfg.model.pretrained else {}),
         ),
         micro_batch_size=acc.micro_batch_size,
         grad_clip=cfg.optim.grad_clip,
@@ -114,8 +119,13 @@ def describe(run: Run) -> list[str]:
         f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates",
         f"  amp           {prec.name} (asked: {cfg.techniques.amp}), "
         f"grad scaler {'on' if prec.needs_scaler else 'off'}",
-        f"  pin_memory    {'on' if t.pinning.active else 'off'}" + (f" ({t.pinning.note})" if t.pinning.note else ""),
+        f"  pin_memory    {'on' if t.pinning.active else 'off'}"
+        + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
         f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}",
+        f"  inputs        uint8 to the device, normalised with "
+        f"{'ImageNet' if cfg.model.pretrained else 'CIFAR'} statistics"
+        + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
+        + f", {cfg.data.workers} loader workers",
         f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
         f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}",
     ]

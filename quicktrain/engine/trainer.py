@@ -61,8 +61,6 @@ def train(cfg: Config) -> RunResult:
     record.write_env(environment(run.device))
     for line in describe(run):
         log.info(line)
-    if run.techniques.pinning.note:
-        log.warning(f"note: {run.techniques.pinning.note}; recorded as pin_memory_active=false")
     log.info(f"  run record    {folder}")
 
     wall_base = run.state.counters.wall_time_s  # earlier processes of this run
@@ -70,7 +68,7 @@ def train(cfg: Config) -> RunResult:
     def wall_time() -> float:
         return wall_base + time.perf_counter() - wall_start
 
-    trainer = _build_engine(run, record, folder, wall_time)
+    trainer, cleanups = _build_engine(run, record, folder, wall_time)
     reset_peak_memory(run.device)
     status, error = "completed", None
     try:
@@ -78,11 +76,14 @@ def train(cfg: Config) -> RunResult:
             trainer.run(run.train_loader, max_epochs=cfg.run.epochs)
     except KeyboardInterrupt:
         status, error = "interrupted", "KeyboardInterrupt"
+        log.warning(f"interrupted; continue with: quicktrain train --out {folder} --resume auto")
         raise
     except Exception as err:
         status, error = "failed", f"{type(err).__name__}: {err}"
         raise
     finally:
+        for cleanup in cleanups:
+            cleanup()
         history = record.read_metrics()
         summary = _summary(run, history, wall_time(), status, error)
         if status == "completed":
@@ -151,7 +152,13 @@ def training_engine(state: TrainState) -> tuple[Engine, dict[str, Any]]:
     return trainer, tally
 
 
-def _build_engine(run: Run, record: RunRecord, folder: Path, wall_time: Callable[[], float]) -> Engine:
+def _build_engine(
+    run: Run, record: RunRecord, folder: Path, wall_time: Callable[[], float]
+) -> tuple[Engine, list[Callable[[], None]]]:
+    """The training engine with its handlers, and what to close when the run ends.
+
+    No handler goes on Events.EXCEPTION_RAISED: with one attached, Ignite passes the
+    exception to it and does not re-raise, so a crash or Ctrl-C would look like success."""
     cfg, state = run.config, run.state
     counters = state.counters
     trainer, epoch_loss = training_engine(state)
@@ -199,13 +206,13 @@ def _build_engine(run: Run, record: RunRecord, folder: Path, wall_time: Callable
         payload = capture(state, cfg.to_dict())
         save_checkpoint(folder / "checkpoints", engine.state.epoch, payload, cfg.run.keep_checkpoints)
 
-    attach_progress(trainer, cfg.run.epochs, enabled=cfg.run.progress)
+    cleanups = [attach_progress(trainer, cfg.run.epochs, enabled=cfg.run.progress)]
     if cfg.run.tensorboard:
-        _attach_tensorboard(trainer, state.optimizer, folder)
-    return trainer
+        cleanups.append(_attach_tensorboard(trainer, state.optimizer, folder))
+    return trainer, cleanups
 
 
-def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folder: Path) -> Callable[[], None]:
     from ignite.handlers.tensorboard_logger import TensorboardLogger
 
     tb = TensorboardLogger(log_dir=str(folder))
@@ -218,7 +225,7 @@ def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folde
         tag="epoch",
         metric_names=["test_accuracy", "test_f1_macro", "test_loss", "train_loss", "images_per_s"],
     )
-    trainer.add_event_handler(Events.COMPLETED | Events.EXCEPTION_RAISED, lambda *_: tb.close())
+    return tb.close
 
 
 def _summary(

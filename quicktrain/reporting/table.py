@@ -15,7 +15,7 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     1  0.5000
     """
     cells = [[_fmt(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     text = [any(isinstance(row.get(c), str) for row in rows) for c in columns]
 
     def line(values: Sequence[str]) -> str:

@@ -23,5 +23,5 @@ class Pinning:
 
 def resolve_pinning(requested: bool, device: torch.device) -> Pinning:
     if requested and device.type != "cuda":
-        return Pinning(True, False, f"pin_memory has no effect on device '{device}': no host-to-device copy")
+        return Pinning(True, False, f"it has no effect on device '{device}': there is no host-to-device copy")
     return Pinning(requested, requested)
