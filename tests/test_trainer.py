@@ -94,6 +94,10 @@ def test_resume_continues_exactly(tmp_path, monkeypatch):
         train(tiny_config(tmp_path / "resumed", **overrides, **{"run.progress": True, "run.tensorboard": True}))
     interrupted = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     assert interrupted["status"] == "interrupted" and interrupted["epochs_completed"] == 1
+    # work and time of the same, completed epoch: never an unfinished epoch's updates
+    first = straight.history[0]
+    assert interrupted["optimizer_updates"] == first["optimizer_updates"] == 3
+    assert interrupted["train_time_s"] == pytest.approx(interrupted["train_samples"] / interrupted["images_per_s"])
     assert not (tmp_path / "resumed" / "model.pt").exists()
 
     monkeypatch.setattr(trainer_module, "evaluate", real_evaluate)

@@ -6,7 +6,7 @@ Everything that can reject the user's input happens here, before any file is wri
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
 from quicktrain.engine.optim import build_optimizer, build_scheduler
-from quicktrain.engine.state import TrainState
+from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import check_model, create_model
 from quicktrain.techniques import Techniques, maybe_compile, resolve_techniques
@@ -37,6 +37,9 @@ class Run:
     updates_per_epoch: int
     image_size: int
     num_params: int
+    # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
+    # an interrupted run reports, so time and work always cover the same epochs
+    completed: Counters = field(default_factory=Counters)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ class Counters:
     train_time_s: float = 0.0  # training time so far, evaluation excluded
     wall_time_s: float = 0.0  # wall time of earlier processes of this run (resume)
     time_to_target_s: float | None = None  # train time when test accuracy first hit target
+
+    def snapshot(self) -> Counters:
+        return dataclasses.replace(self)
 
     def state_dict(self) -> dict[str, Any]:
         return dict(vars(self))

@@ -55,6 +55,7 @@ def train(cfg: Config) -> RunResult:
     record = RunRecord(folder)
     if ckpt is not None:
         restore(run.state, ckpt)
+        run.completed = run.state.counters.snapshot()
         record.truncate_metrics(run.state.counters.epoch)
         log.info(f"resuming after epoch {run.state.counters.epoch} from {cfg.run.resume}")
     record.write_config(cfg.to_yaml())
@@ -203,6 +204,7 @@ def _build_engine(
         )
         counters.epoch = engine.state.epoch  # complete: recorded, and checkpointed next
         counters.wall_time_s = wall_time()
+        run.completed = counters.snapshot()
         payload = capture(state, cfg.to_dict())
         save_checkpoint(folder / "checkpoints", engine.state.epoch, payload, cfg.run.keep_checkpoints)
 
@@ -231,7 +233,7 @@ def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folde
 def _summary(
     run: Run, history: list[dict[str, Any]], wall_time_s: float, status: str, error: str | None
 ) -> dict[str, Any]:
-    cfg, counters, described = run.config, run.state.counters, run.techniques.describe()
+    cfg, counters, described = run.config, run.completed, run.techniques.describe()
     last = history[-1] if history else {}
     peak, peak_kind = peak_memory_mb(run.device)
     return {
