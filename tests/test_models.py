@@ -78,3 +78,18 @@ def test_bad_weights_are_clear_errors(tmp_path):
 def test_unknown_model_lists_the_accepted_names():
     with pytest.raises(ConfigError, match="unknown model 'resnet9000'; accepted: resnet18"):
         create_model("resnet9000", num_classes=10)
+
+
+def test_hub_download_failure_is_a_clear_error(monkeypatch):
+    """No network in tests: simulate what timm raises offline."""
+    import timm
+
+    def offline(*args, pretrained=False, **kwargs):
+        if pretrained:
+            raise OSError("We couldn't connect to 'https://huggingface.co'\nto load this file")
+        return real(*args, **kwargs)
+
+    real = timm.create_model
+    monkeypatch.setattr(timm, "create_model", offline)
+    with pytest.raises(ConfigError, match="fetching ImageNet weights for 'efficientnet_b0' failed.*are you online"):
+        create_model("efficientnet_b0", num_classes=10, pretrained="hub")

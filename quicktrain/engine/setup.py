@@ -85,8 +85,9 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
             non_blocking=pin,
             image_size=cfg.model.image_size,
             memory_format=techniques.memory_format,
-            # pretrained weights saw ImageNet statistics; from scratch, the dataset's own
-            **({"mean": IMAGENET_MEAN, "std": IMAGENET_STD} if cfg.model.pretrained else {}),
+            # hub weights saw ImageNet statistics; from scratch (or a local state dict,
+            # e.g. an earlier quicktrain run) the CIFAR ones
+            **({"mean": IMAGENET_MEAN, "std": IMAGENET_STD} if cfg.model.pretrained == "hub" else {}),
         ),
         micro_batch_size=acc.micro_batch_size,
         grad_clip=cfg.optim.grad_clip,
@@ -126,7 +127,7 @@ def describe(run: Run) -> list[str]:
         + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
         f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}",
         f"  inputs        uint8 to the device, normalised with "
-        f"{'ImageNet' if cfg.model.pretrained else 'CIFAR'} statistics"
+        f"{'ImageNet' if cfg.model.pretrained == 'hub' else 'CIFAR'} statistics"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + f", {cfg.data.workers} loader workers",
         f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "

@@ -60,7 +60,8 @@ def create_model(name: str, num_classes: int, image_size: int = 32, pretrained: 
             model = entry.factory(num_classes, image_size, True)
         except Exception as err:  # hub and network errors come in many types
             raise ConfigError(
-                f"model.pretrained=hub: fetching ImageNet weights for '{name}' failed ({type(err).__name__}: {err}); "
+                f"model.pretrained=hub: fetching ImageNet weights for '{name}' failed "
+                f"({type(err).__name__}: {' '.join(str(err).split())}); "
                 "are you online? Or pass a local state-dict file"
             ) from None
     if pretrained not in (None, "hub"):
