@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from quicktrain.metrics import synchronize
+
 
 @dataclass
 class Side:
@@ -25,17 +27,12 @@ class Side:
     device: torch.device
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed(side: Side) -> float:
     """Images per second for one call of ``side.run``."""
-    _sync(side.device)
+    synchronize(side.device)
     start = time.perf_counter()
     images = side.run()
-    _sync(side.device)
+    synchronize(side.device)
     return images / (time.perf_counter() - start)
 
 

@@ -22,7 +22,7 @@ from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import check_model, create_model
-from quicktrain.techniques import Techniques, maybe_compile, resolve_techniques
+from quicktrain.techniques import Techniques, maybe_compile, plan_epoch, resolve_techniques
 
 
 @dataclass
@@ -120,7 +120,7 @@ def describe(run: Run) -> list[str]:
         f"  batch         {acc.batch_size} effective = {acc.micro_batch_size} micro-batch x "
         f"{acc.accum_steps} accumulation step{'s' if acc.accum_steps > 1 else ''}",
         f"  updates       {run.updates_per_epoch} per epoch x {cfg.run.epochs} epochs = "
-        f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates",
+        f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates" + _last_window(run),
         f"  amp           {prec.name} (asked: {cfg.techniques.amp}), "
         f"grad scaler {'on' if prec.needs_scaler else 'off'}",
         f"  pin_memory    {'on' if t.pinning.active else 'off'}"
@@ -134,3 +134,12 @@ def describe(run: Run) -> list[str]:
         f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}",
     ]
     return lines
+
+
+def _last_window(run: Run) -> str:
+    """Say so when the epoch ends in a shorter window (it is still one full update)."""
+    acc = run.techniques.accumulation
+    last = plan_epoch(len(run.arrays.train), acc.batch_size, acc.micro_batch_size)[-1]
+    if sum(last) == acc.batch_size:
+        return ""
+    return f" (each epoch's last: {sum(last)} samples in {len(last)} micro-batch{'es' if len(last) > 1 else ''})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from quicktrain.engine.state import StepMetrics, TrainState
+from quicktrain.techniques.accumulation import micro_weights, split_sizes
 
 
 def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> StepMetrics:
@@ -20,14 +21,14 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     window = labels.shape[0]  # samples in this window; the epoch's last may be short
     loss_sum = torch.zeros((), device=labels.device)
 
-    micro_batches = zip(images.split(state.micro_batch_size), labels.split(state.micro_batch_size))
-    for x, y in micro_batches:
+    sizes = split_sizes(window, state.micro_batch_size)  # e.g. [32, 32, 16] for 80 by 32
+    for x, y, weight in zip(images.split(sizes), labels.split(sizes), micro_weights(sizes)):
         with state.precision.autocast():
             logits = model(state.inputs(x))
             loss = state.criterion(logits, y)  # mean over this micro-batch
-        # weight by this micro-batch's share of the samples actually in the window, so
+        # weight = this micro-batch's share of the samples actually in the window, so
         # k micro-batches give the gradient of one batch of k times the size
-        scaler.scale(loss * (y.shape[0] / window)).backward()
+        scaler.scale(loss * weight).backward()
         loss_sum += loss.detach().float() * y.shape[0]
         state.counters.micro_steps += 1
 
@@ -52,7 +53,7 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     return StepMetrics(
         loss=loss_sum / window,
         samples=window,
-        micro_batches=-(-window // state.micro_batch_size),
+        micro_batches=len(sizes),
         grad_norm=grad_norm,
         lr=lr,
     )

@@ -23,10 +23,6 @@ class Accumulation:
     micro_batch_size: int  # samples per forward/backward
     accum_steps: int  # micro-batches per full window
 
-    @property
-    def active(self) -> bool:
-        return self.accum_steps > 1
-
     def updates_per_epoch(self, num_samples: int) -> int:
         return math.ceil(num_samples / self.batch_size)
 
