@@ -140,11 +140,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def _resumed_config(overrides: dict[str, Any]) -> Path | None:
     """When resuming without --config, start from the run's own config.yaml, so only the
     options given now (e.g. more workers) differ from the interrupted run."""
+    from quicktrain.engine.checkpoint import resume_folder
+
     resume = overrides.get("run.resume")
-    if not resume:
-        return None
-    folder = overrides.get("run.out") if resume == "auto" else Path(resume).parent.parent
-    saved = Path(folder) / "config.yaml" if folder else None
+    folder = resume_folder(resume, overrides.get("run.out")) if resume else None
+    saved = folder / "config.yaml" if folder else None
     return saved if saved is not None and saved.is_file() else None
 
 

@@ -72,6 +72,15 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise ConfigError(f"run.resume: cannot read checkpoint '{path}': {err}") from None
 
 
+def resume_folder(resume: str, out: str | None) -> Path | None:
+    """The run folder a resumed run continues in: ``--out`` when given, else the folder
+    holding the checkpoint (``RUN/checkpoints/checkpoint-*.pt``); unknown for ``auto``
+    without ``--out``."""
+    if out:
+        return Path(out)
+    return None if resume == "auto" else Path(resume).parent.parent
+
+
 def find_resume(resume: str, run_dir: Path | None) -> Path:
     """``auto`` -> newest checkpoint in the run folder; else the path given."""
     if resume != "auto":

@@ -23,7 +23,14 @@ from ignite.engine import Engine, Events
 from quicktrain.atomic import atomic_write
 from quicktrain.config import Config
 from quicktrain.data.loader import set_epoch
-from quicktrain.engine.checkpoint import capture, find_resume, load_checkpoint, restore, save_checkpoint
+from quicktrain.engine.checkpoint import (
+    capture,
+    find_resume,
+    load_checkpoint,
+    restore,
+    resume_folder,
+    save_checkpoint,
+)
 from quicktrain.engine.evaluate import evaluate
 from quicktrain.engine.progress import attach_progress
 from quicktrain.engine.setup import Run, build_run, describe
@@ -98,11 +105,10 @@ def _prepare_folder(cfg: Config) -> tuple[Path, dict[str, Any] | None]:
     """The run folder, and the checkpoint to resume from (if any)."""
     ckpt = None
     if cfg.run.resume:
-        out = Path(cfg.run.out) if cfg.run.out else None
-        path = find_resume(cfg.run.resume, out)
+        folder = resume_folder(cfg.run.resume, cfg.run.out)
+        path = find_resume(cfg.run.resume, folder)  # refuses auto without a folder
         ckpt = load_checkpoint(path)
         _check_same_run(cfg, ckpt["config"], path)
-        folder = out or path.parent.parent
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         dataset = cfg.data.dataset.partition(":")[0]
