@@ -23,7 +23,9 @@ from quicktrain.metrics import synchronize
 @dataclass
 class Side:
     name: str
-    run: Callable[[], int]  # does the work once, returns how many images it processed
+    # does the work once, returns how many images it processed; or (images, seconds) when the
+    # side times its own steady-state part (a framework's per-call set-up left out)
+    run: Callable[[], int | tuple[int, float]]
     device: torch.device
 
 
@@ -31,9 +33,12 @@ def timed(side: Side) -> float:
     """Images per second for one call of ``side.run``."""
     synchronize(side.device)
     start = time.perf_counter()
-    images = side.run()
+    done = side.run()
     synchronize(side.device)
-    return images / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    if isinstance(done, tuple):
+        done, elapsed = done
+    return done / elapsed
 
 
 def compare(sides: list[Side], repeats: int, warmup: int = 1) -> dict[str, list[float]]:

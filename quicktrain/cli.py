@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from quicktrain.config import Config, parse_override
+from quicktrain.config import Config, parse_override, smoke
 from quicktrain.errors import QuicktrainError
 
 HELP = {
-    "data.dataset": "sample (bundled, offline default), synthetic, cifar10, cifar100, or imagefolder:PATH "
+    "data.dataset": "sample (bundled, offline default), synthetic[:CLASSES], cifar10, cifar100, or imagefolder:PATH "
     "with PATH/train/<class>/* and PATH/test/<class>/*",
     "data.data_dir": "folder holding cifar10/cifar100 in torchvision's layout",
     "data.download": "download cifar10/cifar100 into --data-dir (needs internet)",
@@ -79,13 +79,15 @@ def _converter(key: str, tp: Any) -> tuple[Any, dict[str, Any]]:
     return tp, {}
 
 
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     for section in dataclasses.fields(Config):
         cls = typing.get_type_hints(Config)[section.name]
         group = parser.add_argument_group(f"{section.name} options")
         hints = typing.get_type_hints(cls)
         for leaf in dataclasses.fields(cls):
             key = f"{section.name}.{leaf.name}"
+            if key in skip:
+                continue
             tp = hints[leaf.name]
             kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": HELP[key]}
             if tp is bool:
@@ -121,11 +123,71 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=0.05")
     train.add_argument("--config", help="YAML preset, e.g. configs/quickstart.yaml")
     train.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    train.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check a preset on CPU: same model, image size and optimizer, one update on 4 generated images "
+        "(no downloads)",
+    )
     train.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     _add_config_flags(train)
+    _add_ablate_parser(sub)
+    _add_report_parser(sub)
     models = sub.add_parser("models", help="list the models in the registry")
     models.add_argument("--all", action="store_true", help="include the tiny test_* models")
     return parser
+
+
+def _add_ablate_parser(sub: Any) -> None:
+    from quicktrain.experiments.grid import STUDY_TECHNIQUES, TECHNIQUES
+
+    ablate = sub.add_parser(
+        "ablate",
+        help="train every combination of speed techniques and record each run",
+        description="Run every subset of --techniques (2^n arms, baseline = none) for each model, dataset "
+        "and repeat, each in a fresh process, interleaved across repeats. Only the techniques under test "
+        "differ between arms: effective batch, updates, schedule, seed and data order stay fixed. "
+        "Re-running the same command continues where it stopped. Other flags set the shared training job.",
+        epilog="example: quicktrain ablate --techniques amp,ga,channels_last --models resnet18,vit_tiny "
+        "--dataset imagefolder:../shared/datasets/cifar10-jpeg --max-train-samples 1000 --epochs 2 "
+        "--repeats 3 --out runs/ablation && quicktrain report runs/ablation",
+    )
+    ablate.add_argument(
+        "--techniques",
+        default=",".join(STUDY_TECHNIQUES),
+        help=f"comma-separated, from {', '.join(TECHNIQUES)} [default: {','.join(STUDY_TECHNIQUES)}]. amp: the "
+        "best precision for the hardware (bf16 on CPU); ga: --accum-steps micro-batches per update",
+    )
+    ablate.add_argument("--models", help="comma-separated models [default: --model, else resnet18]")
+    ablate.add_argument("--datasets", help="comma-separated datasets [default: --dataset, else sample]")
+    ablate.add_argument("--repeats", type=int, default=3, help="runs per arm, seeds --seed, --seed+1, ... [3]")
+    ablate.add_argument("--accum-steps", type=int, default=4, help="micro-batches per update in 'ga' arms [4]")
+    ablate.add_argument("--out", default="runs/ablation", help="grid folder [runs/ablation]")
+    ablate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ablate.add_argument("--config", help="YAML preset for the shared training job")
+    ablate.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every arm")
+    ablate.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    skip = ("run.out", "run.resume", "run.progress", "techniques.accum_steps", "techniques.micro_batch_size")
+    _add_config_flags(ablate, skip=skip)
+
+
+def _add_report_parser(sub: Any) -> None:
+    report = sub.add_parser(
+        "report",
+        help="summarise run records (an ablation or any runs) into report.md and plots",
+        description="Read every run record under DIR (folders with summary.json) and write report.md, "
+        "speedup.png, tradeoff.png and curves.png. Runs are grouped by model, dataset and technique "
+        "combination; speed-ups are against the combination with no techniques, paired by seed.",
+    )
+    report.add_argument("dir", type=Path, help="folder holding run records, e.g. an ablation's --out")
+    report.add_argument("--out", type=Path, help="where to write report.md and the plots [DIR]")
+    report.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.01,
+        help="accuracy drop (absolute) still counted as 'no loss' in the findings [0.01]",
+    )
+    report.add_argument("--debug", action="store_true", help="show tracebacks for errors")
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -177,6 +239,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from quicktrain.reporting import format_table
 
     cfg = config_from_args(args)
+    if args.smoke:
+        cfg = smoke(cfg)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
@@ -197,6 +261,40 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ablate(args: argparse.Namespace) -> int:
+    from quicktrain.experiments.ablation import AblationSpec, run_ablation
+    from quicktrain.experiments.grid import parse_techniques
+
+    base = config_from_args(args)
+    spec = AblationSpec(
+        techniques=parse_techniques(args.techniques),
+        models=_csv_list(args.models, base.model.name),
+        datasets=_csv_list(args.datasets, base.data.dataset),
+        repeats=args.repeats,
+        accum_steps=args.accum_steps,
+        base=base,
+        out=Path(args.out),
+    )
+    try:
+        path = run_ablation(spec, argv=args.argv[1:], progress=not args.no_progress)
+    except KeyboardInterrupt:
+        return 130
+    print(f"ablation table: {path}\nreport: quicktrain report {spec.out}")
+    return 0
+
+
+def _csv_list(text: str | None, default: str) -> list[str]:
+    return [item.strip() for item in (text or default).split(",") if item.strip()]
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from quicktrain.reporting.report import write_report
+
+    path = write_report(args.dir, args.out, tolerance=args.tolerance)
+    print(f"report: {path}")
+    return 0
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     from quicktrain.models import list_models
     from quicktrain.reporting import format_table
@@ -207,10 +305,13 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # recorded by commands that say how to reproduce them
     _setup_logging()
     try:
-        return {"train": _cmd_train, "models": _cmd_models}[args.command](args)
+        commands = {"train": _cmd_train, "ablate": _cmd_ablate, "report": _cmd_report, "models": _cmd_models}
+        return commands[args.command](args)
     except QuicktrainError as err:
         if getattr(args, "debug", False):
             raise

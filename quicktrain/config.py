@@ -27,7 +27,7 @@ from quicktrain.errors import ConfigError
 
 @dataclass(frozen=True)
 class DataConfig:
-    dataset: str = "sample"  # sample | synthetic | cifar10 | cifar100 | imagefolder:PATH
+    dataset: str = "sample"  # sample | synthetic[:CLASSES] | cifar10 | cifar100 | imagefolder:PATH
     data_dir: str = "data"  # where cifar10/cifar100 live (torchvision's on-disk layout)
     download: bool = False  # fetch cifar10/cifar100 when online
     max_train_samples: int | None = None  # class-balanced, fixed subset for quick runs
@@ -131,6 +131,34 @@ class Config:
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def smoke(cfg: Config) -> Config:
+    """The same model, image size, optimizer and techniques for one update on a few
+    generated images with the preset's number of classes: a CPU check that a preset builds
+    and trains, without data or weight downloads."""
+    classes = {"cifar100": 100}.get(cfg.data.dataset, 10)
+    return Config.from_overrides(
+        {
+            "data.dataset": f"synthetic:{classes}",
+            "data.max_train_samples": 4,
+            "data.max_test_samples": 4,
+            "data.download": False,
+            "data.workers": 0,
+            "model.pretrained": None,
+            "run.epochs": 1,
+            "run.batch_size": 4,
+            "run.eval_batch_size": 4,
+            "run.device": "cpu",
+            "run.tensorboard": False,
+            "run.target_accuracy": None,
+            "techniques.amp": "auto" if cfg.techniques.amp == "fp16" else cfg.techniques.amp,
+            "techniques.micro_batch_size": None,
+            "techniques.accum_steps": None,
+            "techniques.compile": False,
+        },
+        base=cfg,
+    )
 
 
 def known_keys() -> list[str]:

@@ -159,7 +159,8 @@ def test_synthetic_is_deterministic_and_sized():
 
 
 def test_unknown_dataset_lists_the_accepted_ones():
-    with pytest.raises(DataError, match="accepted: sample, synthetic, cifar10, cifar100, imagefolder:PATH"):
+    accepted = "accepted: sample, synthetic, synthetic:CLASSES, cifar10, cifar100, imagefolder:PATH"
+    with pytest.raises(DataError, match=accepted):
         load_arrays(DataConfig(dataset="mnist"))
 
 
@@ -215,3 +216,10 @@ def test_test_loader_keeps_order_and_pixels():
     x, y = _epoch(make_loader(split, 7, train=False, seed=0), 4)
     assert torch.equal(x, torch.from_numpy(split.images).permute(0, 3, 1, 2))
     assert torch.equal(y, torch.from_numpy(split.labels))
+
+
+def test_synthetic_takes_a_class_count():
+    arrays = load_arrays(DataConfig(dataset="synthetic:100", max_train_samples=200, max_test_samples=100))
+    assert arrays.num_classes == 100 and set(arrays.train.labels) == set(range(100))
+    with pytest.raises(DataError, match="synthetic:x"):
+        load_arrays(DataConfig(dataset="synthetic:x"))

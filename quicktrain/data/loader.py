@@ -11,6 +11,7 @@ changes which samples are seen, in which order, with which augmentation.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import numpy as np
@@ -101,3 +102,18 @@ def set_epoch(loader: DataLoader, epoch: int) -> None:
     """Point a loader from :func:`make_loader` at ``epoch`` (order and augmentation)."""
     loader.sampler.set_epoch(epoch)
     loader.dataset.set_epoch(epoch)
+
+
+def order_fingerprint(n: int, seed: int, epochs: int, augment: bool) -> str:
+    """A short hash of every epoch's sample order and augmentation parameters: runs with the
+    same fingerprint saw identical training inputs in identical order."""
+    digest = hashlib.sha256()
+    sampler = EpochSampler(n, seed, shuffle=True)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        digest.update(np.asarray(list(sampler), dtype=np.int64).tobytes())
+        if augment:
+            p = CropFlip.draw(n, seed, epoch)
+            for part in (p.dy, p.dx, p.flip):
+                digest.update(np.ascontiguousarray(part).tobytes())
+    return digest.hexdigest()[:16]

@@ -6,7 +6,7 @@ from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Arrays, balanced_subset
 from quicktrain.errors import DataError
 
-DATASETS = ("sample", "synthetic", "cifar10", "cifar100", "imagefolder:PATH")
+DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "cifar10", "cifar100", "imagefolder:PATH")
 
 
 def load_arrays(cfg: DataConfig, progress: bool = True) -> Arrays:
@@ -22,10 +22,13 @@ def load_arrays(cfg: DataConfig, progress: bool = True) -> Arrays:
         return load_imagefolder(
             path, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress
         )
-    if name == "synthetic":
+    if name == "synthetic" or name.startswith("synthetic:"):
         from quicktrain.data.synthetic import make_synthetic
 
-        return make_synthetic(cfg.max_train_samples or 512, cfg.max_test_samples or 128)
+        classes = name.partition(":")[2] or "10"
+        if not classes.isdigit() or int(classes) < 2:
+            raise DataError(f"synthetic:{classes} needs a number of classes of at least 2, e.g. synthetic:100")
+        return make_synthetic(cfg.max_train_samples or 512, cfg.max_test_samples or 128, num_classes=int(classes))
     if name == "sample":
         from quicktrain.data.sample import load_sample
 

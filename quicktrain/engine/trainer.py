@@ -22,7 +22,7 @@ from ignite.engine import Engine, Events
 
 from quicktrain.atomic import atomic_write
 from quicktrain.config import Config
-from quicktrain.data.loader import set_epoch
+from quicktrain.data.loader import order_fingerprint, set_epoch
 from quicktrain.engine.checkpoint import (
     capture,
     find_resume,
@@ -266,9 +266,11 @@ def _summary(
         "peak_memory_kind": peak_kind,
         "device": str(run.device),
         "seed": cfg.run.seed,
+        "data_order": order_fingerprint(len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment),
         "train_samples": len(run.arrays.train),
         "test_samples": len(run.arrays.test),
         "image_size": run.image_size,
+        "num_classes": run.arrays.num_classes,
         "num_params": run.num_params,
         "optimizer": cfg.optim.optimizer,
         "lr": cfg.optim.lr,

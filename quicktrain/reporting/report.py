@@ -1,0 +1,105 @@
+"""``quicktrain report DIR``: run records -> report.md with tables, plots and findings.
+
+Example:
+    >>> from quicktrain.reporting.report import write_report
+    >>> path = write_report("runs/ablation")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+from quicktrain.atomic import atomic_write_text
+from quicktrain.errors import ConfigError
+from quicktrain.reporting.findings import findings
+from quicktrain.reporting.plots import accuracy_curves, speedup_bars, tradeoff
+from quicktrain.reporting.runs import BASELINE, ArmStats, Groups, group_runs, load_runs
+
+COLUMNS = (
+    "combination", "runs", "train time s (median)", "speed-up median [min-max]", "images/s",
+    "test acc", "macro-F1", "acc vs baseline", "time to target s",
+)  # fmt: skip
+
+
+def write_report(root: str | Path, out: str | Path | None = None, tolerance: float = 0.01) -> Path:
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"report folder '{root}' does not exist")
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"--tolerance must be in [0, 1), got {tolerance}")
+    runs = load_runs(root)
+    if not runs:
+        raise ConfigError(f"no run records (folders with summary.json) under '{root}'")
+    out = Path(out) if out else root
+    out.mkdir(parents=True, exist_ok=True)
+    groups = group_runs(runs)
+    plots = [
+        ("Speed-up per combination (whiskers: min-max over repeats)", speedup_bars(groups, out / "speedup.png")),
+        ("Accuracy against training time (RQ2)", tradeoff(groups, out / "tradeoff.png")),
+        ("Test accuracy per epoch (median over repeats)", accuracy_curves(groups, out / "curves.png")),
+    ]
+    parts = [_header(root, runs, groups)]
+    for key, arms in groups.items():
+        parts.append(f"## {key[0]} on {key[1]}\n\n{_table(arms)}")
+    parts.append("## Plots\n\n" + "\n\n".join(f"{title}\n\n![{p.stem}]({p.name})" for title, p in plots if p))
+    parts.append("## Findings\n\n" + findings(groups, tolerance))
+    failed = [r for r in runs if r.status != "completed"]
+    if failed:
+        rows = "\n".join(f"- `{r.folder.name}` ({r.arm}): {r.status}: {r.error}" for r in failed)
+        parts.append(f"## Runs that did not complete\n\n{rows}")
+    path = out / "report.md"
+    atomic_write_text(path, "\n\n".join(parts) + "\n")
+    return path
+
+
+def _header(root: Path, runs: list, groups: Groups) -> str:
+    lines = [f"# quicktrain report: {root}", ""]
+    manifest = root / "ablation.json"
+    if manifest.is_file():
+        lines.append(f"Produced by: `{json.loads(manifest.read_text())['command']}`")
+        lines.append("")
+    done = sum(r.status == "completed" for r in runs)
+    devices = sorted({str(r.get("device")) for r in runs if r.get("device")})
+    lines.append(
+        f"{len(runs)} run records ({done} completed) in {len(groups)} model/dataset groups; "
+        f"device: {', '.join(devices) or 'unknown'}; written {datetime.now().isoformat(timespec='seconds')}."
+    )
+    lines.append(
+        "Times are training time only (evaluation excluded). Speed-up = baseline time / combination time, "
+        "paired by seed; accuracy and macro-F1 are on the held-out test split."
+    )
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _table(arms: dict[str, ArmStats]) -> str:
+    base = arms.get(BASELINE)
+    base_acc = base.median("test_accuracy") if base and base.runs else None
+    rows = []
+    for arm in arms.values():
+        s = arm.speedups
+        speed = f"{statistics.median(s):.2f}x [{min(s):.2f}-{max(s):.2f}]" if s else "-"
+        acc = arm.median("test_accuracy")
+        delta = f"{100 * (acc - base_acc):+.1f} pts" if acc is not None and base_acc is not None else "-"
+        runs = f"{arm.n}" + (f" (+{len(arm.failed)} failed)" if arm.failed else "")
+        rows.append(
+            [
+                arm.arm,
+                runs,
+                _fmt(arm.median("train_time_s"), ".1f"),
+                speed,
+                _fmt(arm.median("images_per_s"), ".1f"),
+                _fmt(acc, ".4f"),
+                _fmt(arm.median("test_f1_macro"), ".4f"),
+                delta,
+                _fmt(arm.median("time_to_target_s"), ".1f"),
+            ]
+        )
+    head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS)
+    return head + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)

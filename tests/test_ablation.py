@@ -1,0 +1,122 @@
+"""`quicktrain ablate`: grid planning, records per arm, resumption, failures recorded."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from quicktrain.config import Config
+from quicktrain.errors import ConfigError
+from quicktrain.experiments.ablation import AblationSpec, run_ablation
+from quicktrain.experiments.grid import arms, dataset_slug, parse_techniques, plan, technique_overrides
+
+TINY = {
+    "data.dataset": "synthetic",
+    "data.max_train_samples": 64,
+    "data.max_test_samples": 20,
+    "model.name": "test_vit",
+    "run.epochs": 1,
+    "run.batch_size": 16,
+    "run.tensorboard": False,
+}
+
+
+def test_arms_are_every_subset_baseline_first() -> None:
+    grid = arms(("amp", "ga", "pin"))
+    assert len(grid) == 8 and grid[0] == () and grid[-1] == ("amp", "ga", "pin")
+    assert len(set(grid)) == 8
+
+
+def test_only_techniques_under_test_change() -> None:
+    off = technique_overrides((), ("amp", "ga", "channels_last"), accum_steps=4)
+    on = technique_overrides(("ga",), ("amp", "ga", "channels_last"), accum_steps=4)
+    assert off == {
+        "techniques.amp": "off",
+        "techniques.accum_steps": 1,
+        "techniques.micro_batch_size": None,
+        "techniques.channels_last": False,
+    }
+    assert {k for k in on if on[k] != off[k]} == {"techniques.accum_steps"}
+    base = Config.from_overrides({"run.batch_size": 64})
+    cfg_off, cfg_on = (Config.from_overrides(o, base) for o in (off, on))
+    assert cfg_off.accumulation() == (64, 1) and cfg_on.accumulation() == (16, 4)  # same effective batch
+
+
+def test_plan_interleaves_repeats_with_one_seed_each() -> None:
+    jobs = plan(("amp",), ["a", "b"], ["synthetic"], repeats=2, base_seed=5, accum_steps=4)
+    assert [(j.model, j.arm, j.seed) for j in jobs] == [
+        ("a", (), 5), ("a", ("amp",), 5), ("b", (), 5), ("b", ("amp",), 5),
+        ("a", (), 6), ("a", ("amp",), 6), ("b", (), 6), ("b", ("amp",), 6),
+    ]  # fmt: skip
+    assert len({j.name for j in jobs}) == len(jobs)
+
+
+def test_bad_technique_names_are_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown technique 'fp8'.*accepted: amp, ga"):
+        parse_techniques("amp,fp8")
+    with pytest.raises(ConfigError, match="twice"):
+        parse_techniques("amp,amp")
+    assert dataset_slug("imagefolder:../data/cifar10-jpeg/") == "cifar10-jpeg"
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with (out / "ablation.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_two_technique_grid_records_every_arm_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = AblationSpec(("amp", "ga"), ["test_vit"], ["synthetic"], 2, 4, Config.from_overrides(TINY), tmp_path)
+    run_ablation(spec, argv=["--techniques", "amp,ga"], progress=False)
+    rows = _rows(tmp_path)
+    assert len(rows) == 8 and all(r["status"] == "completed" for r in rows)
+    assert {r["arm"] for r in rows} == {"baseline", "amp", "ga", "amp+ga"}
+    for r in rows:  # each arm's record says it used what its name says
+        assert (r["amp"] == "bf16") == ("amp" in r["arm"])
+        assert r["accum_steps"] == ("4" if "ga" in r["arm"] else "1")
+        assert r["optimizer_updates"] == "4"  # 64 samples / batch 16, whatever the split
+        summary = json.loads((tmp_path / "runs" / r["run"] / "summary.json").read_text())
+        assert summary["micro_steps"] == (16 if "ga" in r["arm"] else 4)
+    for repeat in ("0", "1"):  # arms of a repeat: one seed, one data order
+        same = [r for r in rows if r["repeat"] == repeat]
+        assert len({r["seed"] for r in same}) == 1 and len({r["data_order"] for r in same}) == 1
+    assert rows[0]["data_order"] != rows[-1]["data_order"]  # the repeats differ
+
+    def no_rerun(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a completed run was started again")
+
+    monkeypatch.setattr(subprocess, "run", no_rerun)
+    run_ablation(spec, progress=False)
+    assert len(_rows(tmp_path)) == 8
+
+
+@pytest.mark.slow
+def test_a_failing_arm_is_recorded_and_the_grid_goes_on(tmp_path: Path) -> None:
+    models = ["no_such_model", "test_vit"]
+    spec = AblationSpec(("ga",), models, ["synthetic"], 1, 4, Config.from_overrides(TINY), tmp_path)
+    run_ablation(spec, progress=False)
+    rows = {(r["model"], r["arm"]): r for r in _rows(tmp_path)}
+    assert len(rows) == 4
+    failed = rows[("no_such_model", "baseline")]
+    assert failed["status"] == "failed" and "unknown model 'no_such_model'" in failed["error"]
+    assert rows[("test_vit", "ga")]["status"] == "completed"  # after the failures, the grid went on
+
+
+def test_ablation_refuses_a_meaningless_grid(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--repeats"):
+        AblationSpec(("ga",), ["test_vit"], ["synthetic"], 0, 4, Config(), tmp_path).jobs()
+    with pytest.raises(ConfigError, match="--accum-steps"):
+        AblationSpec(("ga",), ["test_vit"], ["synthetic"], 1, 1, Config(), tmp_path).jobs()
+
+
+def test_cli_names_a_bad_technique_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from quicktrain.cli import main
+
+    assert main(["ablate", "--techniques", "amp,fp8", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown technique 'fp8'" in err
+    assert not (tmp_path / "a").exists()  # nothing written

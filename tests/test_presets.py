@@ -1,0 +1,56 @@
+"""Paper reproduction presets: they parse, say what the study used, and train on CPU with --smoke."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quicktrain.cli import main
+from quicktrain.config import Config, smoke
+
+PAPER = sorted((Path(__file__).resolve().parents[1] / "configs" / "paper").glob("*.yaml"))
+
+
+def test_there_is_a_preset_per_model_and_dataset() -> None:
+    names = {p.stem for p in PAPER}
+    assert names == {f"{m}_{d}" for m in ("resnet50", "efficientnet_b0", "vit_base") for d in ("cifar10", "cifar100")}
+
+
+def test_resnet50_preset_is_the_studys_recipe() -> None:
+    cfg = Config.load(PAPER[[p.stem for p in PAPER].index("resnet50_cifar10")])
+    assert (cfg.model.name, cfg.model.image_size, cfg.model.pretrained) == ("resnet50", None, None)
+    assert (cfg.optim.optimizer, cfg.optim.schedule, cfg.optim.lr, cfg.optim.weight_decay) == (
+        "adam", "onecycle", 1e-3, 1e-3,
+    )  # fmt: skip
+    assert (cfg.run.batch_size, cfg.run.epochs) == (128, 30)
+
+
+def test_fine_tuning_presets_use_hub_weights_at_224() -> None:
+    for path in PAPER:
+        if not path.stem.startswith("resnet50"):
+            cfg = Config.load(path)
+            assert cfg.model.pretrained == "hub" and cfg.model.image_size == 224
+
+
+def test_smoke_keeps_model_and_optimizer_but_not_the_data() -> None:
+    cfg = Config.load(PAPER[[p.stem for p in PAPER].index("vit_base_cifar100")])
+    small = smoke(cfg)
+    assert small.data.dataset == "synthetic:100" and small.model.pretrained is None
+    assert (small.model.name, small.model.image_size, small.optim) == (cfg.model.name, 224, cfg.optim)
+    assert small.run.device == "cpu" and small.run.batch_size == 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PAPER, ids=[p.stem for p in PAPER])
+def test_each_preset_trains_a_step_with_smoke(preset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(preset), "--smoke", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    raw = yaml.safe_load(preset.read_text())
+    assert summary["status"] == "completed" and summary["optimizer_updates"] == 1
+    assert summary["model"] == raw["model"]["name"] and summary["optimizer"] == raw["optim"]["optimizer"]
+    assert summary["num_classes"] == (100 if raw["data"]["dataset"] == "cifar100" else 10)
+    assert summary["image_size"] == raw["model"].get("image_size", 32)
