@@ -30,6 +30,9 @@ HELP = {
     "data.augment": "pad-4 random crop and horizontal flip on training images",
     "data.resolution": "imagefolder images of another size are resized to this when decoded",
     "data.cache_dir": "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)",
+    "data.val_fraction": "hold out this fraction of every class of the training split as a validation split "
+    "(chosen by --seed), evaluated each epoch as val_accuracy / val_f1_macro",
+    "data.load_test": "read and evaluate the held-out test split (quicktrain tune turns it off)",
     "model.name": "model from the registry; see 'quicktrain models'",
     "model.image_size": "resize inputs to this size on the device (pretrained ImageNet models want 224)",
     "model.pretrained": "local state-dict file to start from, or 'hub' to download ImageNet weights via timm",
@@ -133,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train)
     _add_ablate_parser(sub)
     _add_report_parser(sub)
+    _add_tune_parser(sub)
     models = sub.add_parser("models", help="list the models in the registry")
     models.add_argument("--all", action="store_true", help="include the tiny test_* models")
     return parser
@@ -188,6 +192,37 @@ def _add_report_parser(sub: Any) -> None:
         help="accuracy drop (absolute) still counted as 'no loss' in the findings [0.01]",
     )
     report.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+
+
+def _add_tune_parser(sub: Any) -> None:
+    tune = sub.add_parser(
+        "tune",
+        help="tune lr, optimizer, weight decay and clipping with Optuna on a validation split",
+        description="An Optuna study whose trials are training runs scored on a class-balanced validation "
+        "split carved out of the training set (--val-fraction, default 0.1); the test split is never loaded. "
+        "Per-epoch validation scores drive pruning. The study is stored in --storage (default "
+        "sqlite:///OUT/study.db): the same command continues a killed study, and workers on several machines "
+        "given one RDB URL (e.g. postgresql://user:pw@host/db) share it. Writes every trial's run record, "
+        "trials.csv, best.yaml (for quicktrain train --config), history.png and importances.png.",
+        epilog="example: quicktrain tune --config configs/quickstart.yaml --epochs 3 --trials 20 --out runs/tune "
+        "&& quicktrain train --config runs/tune/best.yaml",
+    )
+    tune.add_argument("--trials", type=int, default=20, help="finished trials the study should reach [20]")
+    tune.add_argument("--study", default="quicktrain", help="study name in the storage [quicktrain]")
+    tune.add_argument("--storage", help="Optuna storage URL [sqlite:///OUT/study.db]")
+    tune.add_argument("--out", default="runs/tune", help="folder for trial records and outputs [runs/tune]")
+    tune.add_argument("--metric", default="accuracy", help="objective: accuracy or f1_macro on validation [accuracy]")
+    tune.add_argument("--pruner", default="median", help="median, halving (successive halving) or none [median]")
+    tune.add_argument(
+        "--space",
+        help="YAML search space (config key -> {type, low, high, log, zero, off, choices}) [lr, optimizer, "
+        "weight decay incl. 0, grad clip incl. off]",
+    )
+    tune.add_argument("--config", help="YAML preset for the base training job")
+    tune.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every trial")
+    tune.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    skip = ("run.out", "run.resume", "run.progress", "run.target_accuracy", "data.load_test")
+    _add_config_flags(tune, skip=skip)
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -248,13 +283,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
         result = train(cfg)
     except KeyboardInterrupt:
         return 130  # the trainer has said how to resume
-    columns = ["epoch", "train_loss", "test_loss", "test_accuracy", "test_f1_macro", "epoch_time_s", "images_per_s"]
     s = result.summary
+    splits = [split for split in ("val", "test") if s.get(f"{split}_accuracy") is not None]
+    scores = [f"{split}_{m}" for split in splits for m in ("loss", "accuracy", "f1_macro")]
     print()
-    print(format_table(result.history, columns))
+    print(format_table(result.history, ["epoch", "train_loss", *scores, "epoch_time_s", "images_per_s"]))
+    said = ", ".join(
+        f"{split} accuracy {s[f'{split}_accuracy']:.4f}, macro-F1 {s[f'{split}_f1_macro']:.4f}" for split in splits
+    )
     print(
-        f"\n{s['model']} on {s['dataset']}: test accuracy {s['test_accuracy']:.4f}, macro-F1 "
-        f"{s['test_f1_macro']:.4f}, training {s['train_time_s']:.1f}s ({s['images_per_s']:.0f} img/s), "
+        f"\n{s['model']} on {s['dataset']}: {said or 'no evaluation'}, "
+        f"training {s['train_time_s']:.1f}s ({s['images_per_s']:.0f} img/s), "
         f"wall {s['wall_time_s']:.1f}s, {s['optimizer_updates']} updates"
     )
     print(f"record: {result.folder}")
@@ -295,6 +334,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from quicktrain.experiments.space import DEFAULT_SPACE, load_space
+    from quicktrain.experiments.tune import TuneSpec, run_tune
+
+    spec = TuneSpec(
+        base=config_from_args(args),
+        trials=args.trials,
+        study=args.study,
+        storage=args.storage,
+        out=Path(args.out),
+        space=load_space(args.space) if args.space else DEFAULT_SPACE,
+        metric=args.metric,
+        pruner=args.pruner,
+    )
+    spec.check()
+    try:
+        out = run_tune(spec, argv=args.argv[1:])
+    except KeyboardInterrupt:
+        print("tune interrupted; run the same command again to continue the study", file=sys.stderr)
+        return 130
+    print(f"trials: {out / 'trials.csv'}\nbest: {out / 'best.yaml'} (quicktrain train --config {out / 'best.yaml'})")
+    return 0
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     from quicktrain.models import list_models
     from quicktrain.reporting import format_table
@@ -310,14 +373,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # recorded by commands that say how to reproduce them
     _setup_logging()
     try:
-        commands = {"train": _cmd_train, "ablate": _cmd_ablate, "report": _cmd_report, "models": _cmd_models}
+        commands = {
+            "train": _cmd_train,
+            "ablate": _cmd_ablate,
+            "report": _cmd_report,
+            "tune": _cmd_tune,
+            "models": _cmd_models,
+        }
         return commands[args.command](args)
     except QuicktrainError as err:
         if getattr(args, "debug", False):
             raise
         one_line = " ".join(str(err).split())  # wrapped third-party messages stay on one line
         print(f"quicktrain {args.command}: error: {one_line}", file=sys.stderr)
-        return 2
+        return err.exit_status
 
 
 if __name__ == "__main__":

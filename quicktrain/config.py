@@ -36,6 +36,8 @@ class DataConfig:
     augment: bool = True  # pad-4 random crop + horizontal flip on the training split
     resolution: int = 32  # imagefolder images of another size are resized to this on decode
     cache_dir: str | None = None  # decoded-array cache; default ~/.cache/quicktrain
+    val_fraction: float = 0.0  # class-balanced validation split carved out of train (seeded by run.seed)
+    load_test: bool = True  # read and evaluate the test split; tuning turns it off
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,10 @@ def _validate(cfg: Config) -> None:
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key}={value} must be zero or positive")
+    if not 0.0 <= cfg.data.val_fraction < 1.0:
+        raise ConfigError(f"data.val_fraction={cfg.data.val_fraction} must be in [0, 1), e.g. 0.1")
+    if not cfg.data.load_test and cfg.run.target_accuracy is not None:
+        raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
     if not 0.0 <= cfg.optim.label_smoothing < 1.0:
         raise ConfigError(f"optim.label_smoothing={cfg.optim.label_smoothing} must be in [0, 1)")
     if cfg.run.target_accuracy is not None and not 0.0 < cfg.run.target_accuracy <= 1.0:

@@ -1,8 +1,10 @@
-"""User-facing errors: the CLI prints them as one line and exits with status 2."""
+"""User-facing errors: the CLI prints them as one line and exits with their status."""
 
 
 class QuicktrainError(Exception):
     """A problem with the user's input (config, data, paths), not a bug in quicktrain."""
+
+    exit_status = 2
 
 
 class ConfigError(QuicktrainError):
@@ -11,3 +13,17 @@ class ConfigError(QuicktrainError):
 
 class DataError(QuicktrainError):
     """A dataset that is missing, malformed or unknown."""
+
+
+class TrainingError(QuicktrainError):
+    """Training cannot go on (e.g. the loss became NaN); the record keeps what was done."""
+
+    exit_status = 1
+
+
+class RunStopped(Exception):
+    """Raised by an epoch hook to end a run early on purpose; the record's status says ``status``."""
+
+    def __init__(self, reason: str, status: str = "stopped") -> None:
+        super().__init__(reason)
+        self.status = status

@@ -30,8 +30,9 @@ class Arrays:
     name: str
     classes: tuple[str, ...]
     train: Split
-    test: Split
+    test: Split | None  # None when not loaded (tuning never reads it)
     source: str  # where it came from, for the run record
+    val: Split | None = None  # carved out of the training split by --val-fraction
 
     @property
     def num_classes(self) -> int:
@@ -40,6 +41,25 @@ class Arrays:
     @property
     def image_size(self) -> int:
         return int(self.train.images.shape[1])
+
+
+def carve_validation(train: Split, fraction: float, seed: int) -> tuple[Split, Split]:
+    """Split ``train`` into (rest, validation): ``fraction`` of every class, chosen by ``seed``.
+
+    >>> split = Split(np.zeros((10, 2, 2, 3), np.uint8), np.array([0] * 5 + [1] * 5))
+    >>> rest, val = carve_validation(split, 0.4, seed=0)
+    >>> len(rest), np.bincount(val.labels).tolist()
+    (6, [2, 2])
+    """
+    rng = np.random.default_rng([seed, 0x7A1])
+    chosen = []
+    for c in np.unique(train.labels):
+        members = np.flatnonzero(train.labels == c)
+        n = min(max(1, round(fraction * len(members))), len(members) - 1)
+        chosen.append(rng.permutation(members)[:n])
+    val = np.sort(np.concatenate(chosen))
+    rest = np.setdiff1d(np.arange(len(train)), val)
+    return train.take(rest), train.take(val)
 
 
 def balanced_subset(labels: np.ndarray, n: int | None, seed: int = 0) -> np.ndarray:

@@ -62,8 +62,9 @@ def _read_pickle(path: Path) -> dict:
         raise DataError(f"'{path}' is not a readable CIFAR pickle ({err})") from None
 
 
-def load_cifar(name: str, data_dir: str | Path, download: bool = False) -> Arrays:
-    """Load ``cifar10`` or ``cifar100`` from ``data_dir``; download first if asked."""
+def load_cifar(name: str, data_dir: str | Path, download: bool = False, load_test: bool = True) -> Arrays:
+    """Load ``cifar10`` or ``cifar100`` from ``data_dir``; download first if asked. The test
+    batch is not read when ``load_test`` is false."""
     layout = _LAYOUT[name]
     root = Path(data_dir).expanduser()
     folder = root / layout["folder"]
@@ -75,10 +76,11 @@ def load_cifar(name: str, data_dir: str | Path, download: bool = False) -> Array
             f"{name} not found: '{folder / missing[0]}' is missing; pass --download when online, "
             f"or put the extracted python-version archive under --data-dir {root}"
         )
-    splits = {part: _read_split(folder, layout[part], layout["labels"]) for part in ("train", "test")}
+    parts = ("train", "test") if load_test else ("train",)
+    splits = {part: _read_split(folder, layout[part], layout["labels"]) for part in parts}
     meta_file, meta_key = layout["meta"]
     classes = _class_names(folder / meta_file, meta_key, splits["train"])
-    return Arrays(name, classes, splits["train"], splits["test"], source=str(folder))
+    return Arrays(name, classes, splits["train"], splits.get("test"), source=str(folder))
 
 
 def _read_split(folder: Path, files: list[str], label_key: str) -> Split:

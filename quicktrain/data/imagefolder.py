@@ -47,22 +47,27 @@ def load_imagefolder(
     max_test: int | None = None,
     cache_dir: str | None = None,
     progress: bool = True,
+    load_test: bool = True,
 ) -> Arrays:
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"imagefolder path '{root}' does not exist or is not a folder")
     train_classes, train_paths, train_labels = list_split(root, "train")
-    test_classes, test_paths, test_labels = list_split(root, "test")
-    if train_classes != test_classes:
-        only = sorted(set(train_classes) ^ set(test_classes))
-        raise DataError(f"class folders differ between '{root / 'train'}' and '{root / 'test'}': {', '.join(only)}")
+    parts = [(train_paths, train_labels, max_train)]
+    if load_test:  # otherwise the test folder is not even listed
+        test_classes, test_paths, test_labels = list_split(root, "test")
+        if train_classes != test_classes:
+            only = sorted(set(train_classes) ^ set(test_classes))
+            raise DataError(f"class folders differ between '{root / 'train'}' and '{root / 'test'}': {', '.join(only)}")
+        parts.append((test_paths, test_labels, max_test))
     splits = []
-    for paths, labels, limit in ((train_paths, train_labels, max_train), (test_paths, test_labels, max_test)):
+    for paths, labels, limit in parts:
         keep = balanced_subset(labels, limit)
         chosen = [paths[i] for i in keep]
         images = _decode_cached(chosen, resolution, cache_dir, progress)
         splits.append(Split(images, labels[keep]))
-    return Arrays(f"imagefolder:{root}", tuple(train_classes), splits[0], splits[1], source=str(root))
+    test = splits[1] if load_test else None
+    return Arrays(f"imagefolder:{root}", tuple(train_classes), splits[0], test, source=str(root))
 
 
 def _decode_cached(paths: list[Path], resolution: int, cache_dir: str | None, progress: bool) -> np.ndarray:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from quicktrain.config import DataConfig
-from quicktrain.data.arrays import Arrays, balanced_subset
+from quicktrain.data.arrays import Arrays, balanced_subset, carve_validation
 from quicktrain.errors import DataError
 
 DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "cifar10", "cifar100", "imagefolder:PATH")
 
 
-def load_arrays(cfg: DataConfig, progress: bool = True) -> Arrays:
-    """Load (and subset) the dataset named by ``cfg.dataset``."""
+def load_arrays(cfg: DataConfig, progress: bool = True, seed: int = 0) -> Arrays:
+    """Load (and subset) the dataset named by ``cfg.dataset``; carve the validation split
+    (chosen by ``seed``) out of the training split; leave the test split unread unless
+    ``cfg.load_test``."""
+    arrays = _load(cfg, progress)
+    if not cfg.load_test:
+        arrays = dataclasses.replace(arrays, test=None)
+    if cfg.val_fraction > 0:
+        rest, val = carve_validation(arrays.train, cfg.val_fraction, seed)
+        arrays = dataclasses.replace(arrays, train=rest, val=val)
+    return arrays
+
+
+def _load(cfg: DataConfig, progress: bool) -> Arrays:
     name = cfg.dataset
     if name.startswith("imagefolder:"):
         from quicktrain.data.imagefolder import load_imagefolder
@@ -20,7 +34,7 @@ def load_arrays(cfg: DataConfig, progress: bool = True) -> Arrays:
             raise DataError("imagefolder needs a path: --dataset imagefolder:PATH")
         # subsets are chosen before decoding, so a small run decodes only what it uses
         return load_imagefolder(
-            path, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress
+            path, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress, cfg.load_test
         )
     if name == "synthetic" or name.startswith("synthetic:"):
         from quicktrain.data.synthetic import make_synthetic
@@ -36,7 +50,7 @@ def load_arrays(cfg: DataConfig, progress: bool = True) -> Arrays:
     elif name in ("cifar10", "cifar100"):
         from quicktrain.data.cifar import load_cifar
 
-        arrays = load_cifar(name, cfg.data_dir, cfg.download)
+        arrays = load_cifar(name, cfg.data_dir, cfg.download, cfg.load_test)
     else:
         raise DataError(f"unknown dataset '{name}'; accepted: {', '.join(DATASETS)}")
     return subset(arrays, cfg.max_train_samples, cfg.max_test_samples)
@@ -49,6 +63,6 @@ def subset(arrays: Arrays, max_train: int | None, max_test: int | None) -> Array
         arrays.name,
         arrays.classes,
         arrays.train.take(balanced_subset(arrays.train.labels, max_train)),
-        arrays.test.take(balanced_subset(arrays.test.labels, max_test)),
+        arrays.test.take(balanced_subset(arrays.test.labels, max_test)) if arrays.test is not None else None,
         arrays.source,
     )

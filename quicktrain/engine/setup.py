@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from quicktrain.config import Config
-from quicktrain.data.arrays import Arrays
+from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
@@ -33,7 +33,8 @@ class Run:
     techniques: Techniques
     state: TrainState
     train_loader: DataLoader
-    test_loader: DataLoader
+    test_loader: DataLoader | None  # None when the test split is not loaded
+    val_loader: DataLoader | None  # None without --val-fraction
     updates_per_epoch: int
     image_size: int
     num_params: int
@@ -61,7 +62,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     device = resolve_device(cfg.run.device)
     techniques = resolve_techniques(cfg, device)  # fp16 on CPU fails here, before data loads
     check_model(cfg.model.name)
-    arrays = load_arrays(cfg.data, progress=progress)
+    arrays = load_arrays(cfg.data, progress=progress, seed=cfg.run.seed)
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
     image_size = cfg.model.image_size or arrays.image_size
     model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
@@ -100,11 +101,26 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         techniques=techniques,
         state=state,
         train_loader=make_loader(arrays.train, acc.batch_size, True, seed, workers, pin, cfg.data.augment),
-        test_loader=make_loader(arrays.test, cfg.run.eval_batch_size, False, seed, workers, pin),
+        test_loader=_eval_loader(arrays.test, cfg, pin),
+        val_loader=_eval_loader(arrays.val, cfg, pin),
         updates_per_epoch=updates_per_epoch,
         image_size=image_size,
         num_params=num_params,
     )
+
+
+def _eval_loader(split: Split | None, cfg: Config, pin: bool) -> DataLoader | None:
+    if split is None:
+        return None
+    return make_loader(split, cfg.run.eval_batch_size, False, cfg.run.seed, cfg.data.workers, pin)
+
+
+def _split_sizes(arrays: Arrays) -> str:
+    parts = [f"{len(arrays.train)} train"]
+    if arrays.val is not None:
+        parts.append(f"{len(arrays.val)} validation")
+    parts.append(f"{len(arrays.test)} test" if arrays.test is not None else "test split not loaded")
+    return " / ".join(parts)
 
 
 def describe(run: Run) -> list[str]:
@@ -113,7 +129,7 @@ def describe(run: Run) -> list[str]:
     prec = t.precision
     lines = [
         f"quicktrain: {cfg.model.name} ({run.num_params / 1e6:.2f}M params) on {run.arrays.name}: "
-        f"{len(run.arrays.train)} train / {len(run.arrays.test)} test images, "
+        f"{_split_sizes(run.arrays)} images, "
         f"{run.arrays.num_classes} classes, {run.image_size} px",
         f"  device        {run.device}"
         + ("" if run.device.type == "cuda" else f" ({torch.get_num_threads()} threads)"),

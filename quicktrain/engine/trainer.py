@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from quicktrain.engine.progress import attach_progress
 from quicktrain.engine.setup import Run, build_run, describe
 from quicktrain.engine.state import TrainState
 from quicktrain.engine.step import train_step
-from quicktrain.errors import ConfigError
+from quicktrain.errors import ConfigError, RunStopped, TrainingError
 from quicktrain.metrics import Stopwatch, peak_memory_mb, reset_peak_memory
 from quicktrain.reporting.record import RunRecord, environment
 from quicktrain.techniques.layout import unwrap
@@ -54,8 +55,15 @@ class RunResult:
     history: list[dict[str, Any]]
 
 
-def train(cfg: Config) -> RunResult:
-    """Train as ``cfg`` says and write a complete run record; return the summary."""
+EpochHook = Callable[[dict[str, Any]], None]
+
+
+def train(cfg: Config, on_epoch: EpochHook | None = None) -> RunResult:
+    """Train as ``cfg`` says and write a complete run record; return the summary.
+
+    ``on_epoch(row)`` is called with each epoch's metrics row once it is recorded and
+    checkpointed; it may raise :class:`RunStopped` to end the run early (e.g. a pruned
+    tuning trial): the record then says the exception's status, and ``train`` returns."""
     wall_start = time.perf_counter()
     run = build_run(cfg, progress=cfg.run.progress)
     folder, ckpt = _prepare_folder(cfg)
@@ -76,12 +84,14 @@ def train(cfg: Config) -> RunResult:
     def wall_time() -> float:
         return wall_base + time.perf_counter() - wall_start
 
-    trainer, cleanups = _build_engine(run, record, folder, wall_time)
+    trainer, cleanups = _build_engine(run, record, folder, wall_time, on_epoch)
     reset_peak_memory(run.device)
     status, error = "completed", None
     try:
         if run.state.counters.epoch < cfg.run.epochs:
             trainer.run(run.train_loader, max_epochs=cfg.run.epochs)
+    except RunStopped as stop:
+        status, error = stop.status, str(stop)
     except KeyboardInterrupt:
         status, error = "interrupted", "KeyboardInterrupt"
         log.warning(f"interrupted; continue with: quicktrain train --out {folder} --resume auto")
@@ -160,7 +170,7 @@ def training_engine(state: TrainState) -> tuple[Engine, dict[str, Any]]:
 
 
 def _build_engine(
-    run: Run, record: RunRecord, folder: Path, wall_time: Callable[[], float]
+    run: Run, record: RunRecord, folder: Path, wall_time: Callable[[], float], on_epoch: EpochHook | None
 ) -> tuple[Engine, list[Callable[[], None]]]:
     """The training engine with its handlers, and what to close when the run ends.
 
@@ -185,39 +195,61 @@ def _build_engine(
     def _end_epoch(engine: Engine) -> None:
         epoch_time = watch.stop()  # training only; evaluation below is not timed
         counters.train_time_s += epoch_time
-        result = evaluate(state.model, run.test_loader, state.inputs, state.precision, run.arrays.num_classes)
-        row = {
-            "epoch": engine.state.epoch,
-            "train_loss": float(epoch_loss["sum"]) / max(epoch_loss["n"], 1),
-            "test_loss": result.loss,
-            "test_accuracy": result.accuracy,
-            "test_f1_macro": result.f1_macro,
-            "epoch_time_s": epoch_time,
-            "images_per_s": epoch_loss["n"] / epoch_time,
-            "lr": state.optimizer.param_groups[0]["lr"],
-            "train_time_s": counters.train_time_s,
-            "optimizer_updates": counters.num_updates,
-        }
-        target = cfg.run.target_accuracy
-        if target is not None and counters.time_to_target_s is None and result.accuracy >= target:
+        train_loss = float(epoch_loss["sum"]) / max(epoch_loss["n"], 1)
+        _check_finite(run, train_loss, engine.state.epoch)
+        row = {"epoch": engine.state.epoch, "train_loss": train_loss}
+        for split, loader in (("val", run.val_loader), ("test", run.test_loader)):
+            if loader is not None:
+                result = evaluate(state.model, loader, state.inputs, state.precision, run.arrays.num_classes)
+                row.update({f"{split}_loss": result.loss, f"{split}_accuracy": result.accuracy})
+                row[f"{split}_f1_macro"] = result.f1_macro
+        row.update(
+            {
+                "epoch_time_s": epoch_time,
+                "images_per_s": epoch_loss["n"] / epoch_time,
+                "lr": state.optimizer.param_groups[0]["lr"],
+                "train_time_s": counters.train_time_s,
+                "optimizer_updates": counters.num_updates,
+            }
+        )
+        target, reached = cfg.run.target_accuracy, row.get("test_accuracy", 0.0)
+        if target is not None and counters.time_to_target_s is None and reached >= target:
             counters.time_to_target_s = counters.train_time_s
         record.append_metrics(row)
         engine.state.metrics.update(row)
+        scores = "".join(
+            f"{split}_acc {row[f'{split}_accuracy']:.4f}  {split}_f1 {row[f'{split}_f1_macro']:.4f}  "
+            for split in ("val", "test")
+            if f"{split}_accuracy" in row
+        )
         log.info(
             f"epoch {row['epoch']:>3}/{cfg.run.epochs}  train_loss {row['train_loss']:.4f}  "
-            f"test_acc {row['test_accuracy']:.4f}  test_f1 {row['test_f1_macro']:.4f}  "
-            f"{row['images_per_s']:.0f} img/s  {epoch_time:.1f}s"
+            f"{scores}{row['images_per_s']:.0f} img/s  {epoch_time:.1f}s"
         )
         counters.epoch = engine.state.epoch  # complete: recorded, and checkpointed next
         counters.wall_time_s = wall_time()
         run.completed = counters.snapshot()
         payload = capture(state, cfg.to_dict())
         save_checkpoint(folder / "checkpoints", engine.state.epoch, payload, cfg.run.keep_checkpoints)
+        if on_epoch is not None:
+            on_epoch(row)
 
     cleanups = [attach_progress(trainer, cfg.run.epochs, enabled=cfg.run.progress)]
     if cfg.run.tensorboard:
         cleanups.append(_attach_tensorboard(trainer, state.optimizer, folder))
     return trainer, cleanups
+
+
+def _check_finite(run: Run, train_loss: float, epoch: int) -> None:
+    """A NaN/Inf epoch loss without a GradScaler to skip such steps means the weights diverged:
+    stop before this epoch is checkpointed, so the newest checkpoint is the last good one."""
+    if math.isfinite(train_loss) or run.techniques.precision.needs_scaler:
+        return
+    last = f"epoch {epoch - 1}" if epoch > 1 else "none (first epoch)"
+    raise TrainingError(
+        f"training diverged: the train loss of epoch {epoch} is {train_loss}; last good checkpoint: {last}. "
+        "Lower --lr or set --grad-clip"
+    )
 
 
 def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folder: Path) -> Callable[[], None]:
@@ -231,7 +263,7 @@ def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folde
         trainer,
         event_name=Events.EPOCH_COMPLETED,
         tag="epoch",
-        metric_names=["test_accuracy", "test_f1_macro", "test_loss", "train_loss", "images_per_s"],
+        metric_names="all",
     )
     return tb.close
 
@@ -241,6 +273,8 @@ def _summary(
 ) -> dict[str, Any]:
     cfg, counters, described = run.config, run.completed, run.techniques.describe()
     last = history[-1] if history else {}
+    val_scores = [r["val_accuracy"] for r in history if "val_accuracy" in r]
+    test_scores = [r["test_accuracy"] for r in history if "test_accuracy" in r]
     peak, peak_kind = peak_memory_mb(run.device)
     return {
         "status": status,
@@ -256,7 +290,11 @@ def _summary(
         "test_accuracy": last.get("test_accuracy"),
         "test_f1_macro": last.get("test_f1_macro"),
         "test_loss": last.get("test_loss"),
-        "best_test_accuracy": max((r["test_accuracy"] for r in history), default=None),
+        "best_test_accuracy": max(test_scores, default=None),
+        "val_accuracy": last.get("val_accuracy"),
+        "val_f1_macro": last.get("val_f1_macro"),
+        "val_loss": last.get("val_loss"),
+        "best_val_accuracy": max(val_scores, default=None),
         "train_time_s": counters.train_time_s,
         "wall_time_s": wall_time_s,
         "images_per_s": counters.samples / counters.train_time_s if counters.train_time_s else None,
@@ -268,7 +306,8 @@ def _summary(
         "seed": cfg.run.seed,
         "data_order": order_fingerprint(len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment),
         "train_samples": len(run.arrays.train),
-        "test_samples": len(run.arrays.test),
+        "val_samples": len(run.arrays.val) if run.arrays.val is not None else 0,
+        "test_samples": len(run.arrays.test) if run.arrays.test is not None else 0,
         "image_size": run.image_size,
         "num_classes": run.arrays.num_classes,
         "num_params": run.num_params,
