@@ -7,6 +7,7 @@ does the same work. Target: ratio (quicktrain / hand) >= 0.97.
 
     python benchmarks/overhead.py                      # resnet18 and vit_tiny, amp off and bf16
     python benchmarks/overhead.py --models test_vit --amp off --steps 4 --repeats 3
+    python benchmarks/overhead.py --models resnet18 --amp bf16 --accum 4   # 4 micro-batches per update
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from quicktrain.engine.setup import build_run
 from quicktrain.engine.trainer import training_engine
 
 
-def sides_for(model: str, amp: str, batch: int, steps: int) -> list[Side]:
+def sides_for(model: str, amp: str, batch: int, steps: int, accum: int = 1) -> list[Side]:
     cfg = Config.from_overrides(
         {
             "data.dataset": "synthetic",
@@ -37,6 +38,7 @@ def sides_for(model: str, amp: str, batch: int, steps: int) -> list[Side]:
             "data.max_test_samples": 10,
             "model.name": model,
             "run.batch_size": batch,
+            "techniques.accum_steps": accum,
             "techniques.amp": amp,
             "optim.lr": 0.01,
             "run.epochs": 1000,  # a long schedule: the benchmark never runs out of it
@@ -68,10 +70,11 @@ def sides_for(model: str, amp: str, batch: int, steps: int) -> list[Side]:
         model.train()
         for x, y in batches:
             x, y = x.to(device), y.to(device)
-            x = (x.float() / 255 - mean) / std
-            with precision.autocast():
-                loss = F.cross_entropy(model(x), y)
-            loss.backward()
+            for xm, ym in zip(x.chunk(accum), y.chunk(accum)):  # accum micro-batches, one update
+                xm = (xm.float() / 255 - mean) / std
+                with precision.autocast():
+                    loss = F.cross_entropy(model(xm), ym)
+                (loss / accum).backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
             sched.step()
@@ -86,18 +89,22 @@ def main() -> None:
     parser.add_argument("--models", default="resnet18,vit_tiny")
     parser.add_argument("--amp", default="off,bf16", help="comma list of amp modes")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--accum", type=int, default=1, help="micro-batches per update on both sides")
     parser.add_argument("--steps", type=int, default=6, help="optimizer updates per timed trial")
     parser.add_argument("--repeats", type=int, default=5, help="timed trials per side")
     parser.add_argument("--json", type=Path, help="also write the raw numbers here")
     args = parser.parse_args()
 
     rows = []
-    print(f"overhead: batch {args.batch_size}, {args.steps} updates per trial, {args.repeats} trials, warm-up excluded")
+    print(
+        f"overhead: batch {args.batch_size} (ga {args.accum}), {args.steps} updates per trial, "
+        f"{args.repeats} trials, warm-up excluded"
+    )
     print(f"{'model':<12} {'amp':<5} {'quicktrain img/s':>24} {'hand img/s':>24} {'ratio q/h':>24}")
     for model in args.models.split(","):
         for amp in args.amp.split(","):
             torch.manual_seed(0)
-            sides = sides_for(model, amp, args.batch_size, args.steps)
+            sides = sides_for(model, amp, args.batch_size, args.steps, args.accum)
             results = compare(sides, repeats=args.repeats, warmup=1)
             r = ratios(results, "quicktrain", "hand")
             print(
@@ -105,7 +112,16 @@ def main() -> None:
                 f"{spread(r):>24}",
                 flush=True,
             )
-            rows.append({"model": model, "amp": amp, **results, "ratio": r, "ratio_median": statistics.median(r)})
+            rows.append(
+                {
+                    "model": model,
+                    "amp": amp,
+                    "accum": args.accum,
+                    **results,
+                    "ratio": r,
+                    "ratio_median": statistics.median(r),
+                }
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -62,7 +62,10 @@ HELP = {
     "run.resume": "checkpoint file to continue from, or 'auto' for the newest in --out",
     "run.progress": "progress bars",
     "run.tensorboard": "write TensorBoard event files into the run folder",
-    "run.keep_checkpoints": "how many epoch checkpoints to keep",
+    "run.keep_checkpoints": "how many checkpoints to keep (newest; each with a .sha256 checksum)",
+    "run.checkpoint_every_steps": "also checkpoint every S optimizer updates, mid-epoch (data position included)",
+    "run.on_nonfinite": "a NaN/Inf loss (with fp16 the GradScaler always skips such updates): stop names the update "
+    "and keeps the last good checkpoint; skip drops that update and goes on (one device sync per update)",
 }
 
 
@@ -284,6 +287,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130  # the trainer has said how to resume
     s = result.summary
+    if not result.main:
+        return 0  # rank 0 reports for every process
+    if s["status"] == "interrupted":  # SIGTERM/SIGINT: a checkpoint was written first
+        print(f"interrupted ({s['error']}); continue with: quicktrain train --out {result.folder} --resume auto")
+        return 0 if s["error"].startswith("SIGTERM") else 130
     splits = [split for split in ("val", "test") if s.get(f"{split}_accuracy") is not None]
     scores = [f"{split}_{m}" for split in splits for m in ("loss", "accuracy", "f1_macro")]
     print()

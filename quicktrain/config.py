@@ -82,7 +82,9 @@ class RunConfig:
     resume: str | None = None  # checkpoint path, or "auto": newest in run.out
     progress: bool = True  # progress bars
     tensorboard: bool = True  # TensorBoard event files in the run folder
-    keep_checkpoints: int = 2  # newest N epoch checkpoints kept
+    keep_checkpoints: int = 2  # newest N checkpoints kept
+    checkpoint_every_steps: int | None = None  # also checkpoint every S optimizer updates (mid-epoch)
+    on_nonfinite: Literal["stop", "skip"] = "stop"  # a NaN/Inf loss without fp16's GradScaler
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,15 @@ class Config:
         _validate(self)
 
     # ---- derived values -------------------------------------------------------------
-    def accumulation(self) -> tuple[int, int]:
-        """(micro_batch_size, accum_steps) derived from the effective batch size."""
-        return _split_batch(self.run.batch_size, self.techniques.micro_batch_size, self.techniques.accum_steps)
+    def accumulation(self, world: int = 1) -> tuple[int, int]:
+        """(micro_batch_size, accum_steps) of one process, from the effective (global) batch
+        size shared by ``world`` data-parallel processes."""
+        if self.run.batch_size % world:
+            raise ConfigError(
+                f"run.batch_size={self.run.batch_size} is the global batch and must divide evenly over "
+                f"{world} processes; use a multiple of {world}"
+            )
+        return _split_batch(self.run.batch_size // world, self.techniques.micro_batch_size, self.techniques.accum_steps)
 
     # ---- construction ---------------------------------------------------------------
     @classmethod
@@ -295,6 +303,7 @@ def _validate(cfg: Config) -> None:
         "run.batch_size": cfg.run.batch_size,
         "run.eval_batch_size": cfg.run.eval_batch_size,
         "run.keep_checkpoints": cfg.run.keep_checkpoints,
+        "run.checkpoint_every_steps": cfg.run.checkpoint_every_steps,
         "optim.lr": cfg.optim.lr,
         "data.resolution": cfg.data.resolution,
         "data.max_train_samples": cfg.data.max_train_samples,

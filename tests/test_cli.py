@@ -86,10 +86,12 @@ def test_resume_from_the_command_line_needs_only_the_folder(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", *TINY, "--epochs", "2", "--lr", "0.05", "--accum-steps", "2", "--out", str(out)]) == 0
     finished = torch.load(out / "model.pt", weights_only=True)
-    for name in ("checkpoints/checkpoint-epoch0002.pt", "summary.json", "model.pt"):
-        (out / name).unlink()
+    newest = sorted((out / "checkpoints").glob("checkpoint-epoch0002-*.pt*"))
+    assert len(newest) == 2  # the checkpoint and its checksum
+    for path in [*newest, out / "summary.json", out / "model.pt"]:
+        path.unlink()
     assert main(["train", "--out", str(out), "--resume", "auto", "--no-progress"]) == 0
-    assert "resuming after epoch 1" in capsys.readouterr().out
+    assert "resuming at epoch 2, batch 0" in capsys.readouterr().out
     resumed = torch.load(out / "model.pt", weights_only=True)
     assert all(torch.equal(finished[k], resumed[k]) for k in finished)
     summary = json.loads((out / "summary.json").read_text())
@@ -141,3 +143,59 @@ def test_help_explains_every_flag(capsys):
         "--max-train-samples",
     ):
         assert flag in out
+
+
+def _folder(root, classes=("a", "b"), test_classes=None, bad=None):
+    """An imagefolder with 2 PNGs per class; ``bad`` = bytes written as one more train 'image'."""
+    from PIL import Image
+
+    for split, names in (("train", classes), ("test", test_classes or classes)):
+        for name in names:
+            (root / split / name).mkdir(parents=True)
+            for i in range(2):
+                Image.new("RGB", (8, 8), (40 * i, 80, 120)).save(root / split / name / f"{i}.png")
+    if bad is not None:
+        (root / "train" / classes[0] / "broken.jpg").write_bytes(bad)
+    return root
+
+
+def _jpeg_head():
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), (1, 2, 3)).save(buffer, format="JPEG")
+    return buffer.getvalue()[:60]  # truncated inside the header
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root.mkdir() or root, "is not a folder"),  # empty data dir
+        (lambda root: _folder(root, test_classes=("a", "c")), "class folders differ"),
+        (lambda root: _folder(root, bad=_jpeg_head()), "cannot decode image"),  # truncated
+        (lambda root: _folder(root, bad=b"plain text, not an image"), "cannot decode image"),
+    ],
+    ids=["empty", "classes-differ", "truncated", "not-an-image"],
+)
+def test_bad_data_folders_are_one_line_and_exit_2(make, message, capsys, tmp_path):
+    data = make(tmp_path / "data")
+    out = tmp_path / "run"
+    code = main(["train", "--dataset", f"imagefolder:{data}", "--resolution", "8", "--model", "test_vit",
+                 "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not out.exists()  # the data is checked before the run folder is made
+
+
+def test_resume_with_another_model_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--out", str(out)]) == 0
+    capsys.readouterr()
+    before = sorted(p.name for p in out.rglob("*"))
+    assert main(["train", *TINY, "--out", str(out), "--resume", "auto", "--model", "test_vit"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "model.name was 'test_resnet' there, now 'test_vit'" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in out.rglob("*")) == before  # the record is untouched

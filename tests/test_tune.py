@@ -142,14 +142,31 @@ def test_pruned_and_diverging_trials_are_recorded_and_the_study_goes_on(tmp_path
 def test_a_killed_study_resumes_to_the_asked_number_of_trials(tmp_path: Path) -> None:
     out = tmp_path / "tune"
     flags = [a for k, v in BASE.items() for a in (f"{k}={v}",)]
-    command = [sys.executable, "-m", "quicktrain", "tune", *flags, "--trials", "4", "--study", "test",
-               "--out", str(out), "--epochs", "3"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "quicktrain",
+        "tune",
+        *flags,
+        "--trials",
+        "4",
+        "--study",
+        "test",
+        "--out",
+        str(out),
+        "--epochs",
+        "6",
+        "--pruner",
+        "none",
+    ]  # trials of a few seconds
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    spec = spec_for(out, 4, **{"run.epochs": 3})
+    spec = spec_for(out, 4, pruner="none", **{"run.epochs": 6})
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        time.sleep(0.5)
-        if (out / "study.db").is_file() and len(finished_trials(open_study(spec))) >= 2:
+        time.sleep(0.2)
+        # read the trial records, not the database: opening it while the worker creates its
+        # tables would race with it
+        if len(list(out.glob("trials/trial_*/summary.json"))) >= 2:
             break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

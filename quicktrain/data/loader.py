@@ -28,26 +28,30 @@ def epoch_seed(seed: int, epoch: int, stream: int) -> int:
 
 
 class ArrayDataset(Dataset):
-    """A split held in memory; ``__getitems__`` builds whole batches with one gather."""
+    """A split held in memory; ``__getitems__`` builds whole batches with one gather.
+
+    Indices arrive as ``epoch * len(split) + i``: the epoch travels with every index, so
+    augmentation is right in worker processes too, whatever epoch they were started in."""
 
     def __init__(self, split: Split, augment: bool, seed: int = 0) -> None:
         self.split = split
         self.augment = augment
         self.seed = seed
-        self.set_epoch(0)
+        self._params: tuple[int, CropFlip] | None = None
 
-    def set_epoch(self, epoch: int) -> None:
-        n = len(self.split)
-        self.params = CropFlip.draw(n, self.seed, epoch) if self.augment else None
+    def params(self, epoch: int) -> CropFlip:
+        if self._params is None or self._params[0] != epoch:
+            self._params = (epoch, CropFlip.draw(len(self.split), self.seed, epoch))
+        return self._params[1]
 
     def __len__(self) -> int:
         return len(self.split)
 
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = np.asarray(indices)
+        epoch, idx = np.divmod(np.asarray(indices), len(self.split))
         images = self.split.images[idx]
-        if self.params is not None:
-            p = self.params
+        if self.augment:
+            p = self.params(int(epoch[0]))  # a batch never spans two epochs
             images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx])
         # HWC -> CHW; contiguous so pinning and the copy move one dense block
         x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
@@ -58,23 +62,63 @@ class ArrayDataset(Dataset):
         return x[0], y[0]
 
 
-class EpochSampler(Sampler[int]):
-    """A seeded permutation per epoch (or the natural order), set with ``set_epoch``."""
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """The seeded permutation of ``range(n)`` for one epoch."""
+    g = torch.Generator().manual_seed(epoch_seed(seed, epoch, 1))
+    return torch.randperm(n, generator=g).tolist()
 
-    def __init__(self, n: int, seed: int, shuffle: bool) -> None:
-        self.n, self.seed, self.shuffle, self.epoch = n, seed, shuffle, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+class EpochBatches(Sampler[list[int]]):
+    """Batches of one epoch: a seeded permutation (or the natural order) cut into global
+    batches; under data parallelism each rank takes its equal slice of every global batch.
 
-    def __iter__(self) -> Iterator[int]:
-        if not self.shuffle:
-            return iter(range(self.n))
-        g = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch, 1))
-        return iter(torch.randperm(self.n, generator=g).tolist())
+    Each ``iter()`` is the next epoch, from ``start_batch`` (then 0); :func:`set_epoch` points
+    it elsewhere. Ignite asks for a fresh iterator once per epoch, sometimes before the epoch's
+    start event, so the loader keeps its own epoch count rather than being told each time.
+    With ``world > 1`` a global batch is trimmed to a multiple of ``world`` (the epoch's last,
+    short batch loses at most ``world - 1`` samples) so every rank holds the same number."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, shuffle: bool, rank: int = 0, world: int = 1) -> None:
+        self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
+        self.rank, self.world = rank, world
+        self.epoch, self.start_batch = 0, 0
+
+    def global_batches(self, epoch: int) -> list[list[int]]:
+        order = epoch_order(self.n, self.seed, epoch) if self.shuffle else list(range(self.n))
+        return [order[i : i + self.batch_size] for i in range(0, self.n, self.batch_size)]
+
+    def local(self, batch: list[int]) -> list[int]:
+        share = len(batch) // self.world
+        return batch[self.rank * share : (self.rank + 1) * share]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        epoch, start = self.epoch, self.start_batch
+        self.epoch, self.start_batch = epoch + 1, 0
+        offset = epoch * self.n
+        for batch in self.global_batches(epoch)[start:]:
+            mine = self.local(batch)
+            if mine:
+                yield [offset + i for i in mine]
 
     def __len__(self) -> int:
-        return self.n
+        full, rest = divmod(self.n, self.batch_size)
+        return full + (1 if rest >= self.world else 0)
+
+
+class EvalShards(Sampler[list[int]]):
+    """Evaluation batches of this rank's shard (every ``world``-th sample): together the ranks
+    cover the whole split exactly once, so summed counts give the full-split metrics."""
+
+    def __init__(self, n: int, batch_size: int, rank: int = 0, world: int = 1) -> None:
+        self.indices = list(range(rank, n, world))
+        self.batch_size = batch_size
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for i in range(0, len(self.indices), self.batch_size):
+            yield self.indices[i : i + self.batch_size]
+
+    def __len__(self) -> int:
+        return -(-len(self.indices) // self.batch_size)
 
 
 def _as_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,36 +126,48 @@ def _as_batch(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, t
 
 
 def make_loader(
-    split: Split, batch_size: int, train: bool, seed: int, workers: int = 0, pin: bool = False, augment: bool = True
+    split: Split,
+    batch_size: int,
+    train: bool,
+    seed: int,
+    workers: int = 0,
+    pin: bool = False,
+    augment: bool = True,
+    rank: int = 0,
+    world: int = 1,
 ) -> DataLoader:
+    """A training loader (global batches of ``batch_size``, this rank's slice of each) or an
+    evaluation loader (this rank's shard in batches of ``batch_size``)."""
     dataset = ArrayDataset(split, augment=train and augment, seed=seed)
+    batches = (
+        EpochBatches(len(split), batch_size, seed, shuffle=True, rank=rank, world=world)
+        if train
+        else EvalShards(len(split), batch_size, rank, world)
+    )
     return DataLoader(
         dataset,
-        batch_size=batch_size,
-        sampler=EpochSampler(len(split), seed, shuffle=train),
+        batch_sampler=batches,
         num_workers=workers,
         pin_memory=pin,
         collate_fn=_as_batch,
-        drop_last=False,  # the last, shorter batch is still trained on
         # its own generator, so creating worker iterators never draws from the global RNG
         generator=torch.Generator().manual_seed(seed),
     )
 
 
-def set_epoch(loader: DataLoader, epoch: int) -> None:
-    """Point a loader from :func:`make_loader` at ``epoch`` (order and augmentation)."""
-    loader.sampler.set_epoch(epoch)
-    loader.dataset.set_epoch(epoch)
+def set_epoch(loader: DataLoader, epoch: int, start_batch: int = 0) -> None:
+    """Make the next pass over a training loader from :func:`make_loader` be ``epoch``
+    (0-based), starting at its ``start_batch``-th batch (resuming mid-epoch)."""
+    loader.batch_sampler.epoch = epoch
+    loader.batch_sampler.start_batch = start_batch
 
 
 def order_fingerprint(n: int, seed: int, epochs: int, augment: bool) -> str:
     """A short hash of every epoch's sample order and augmentation parameters: runs with the
     same fingerprint saw identical training inputs in identical order."""
     digest = hashlib.sha256()
-    sampler = EpochSampler(n, seed, shuffle=True)
     for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        digest.update(np.asarray(list(sampler), dtype=np.int64).tobytes())
+        digest.update(np.asarray(epoch_order(n, seed, epoch), dtype=np.int64).tobytes())
         if augment:
             p = CropFlip.draw(n, seed, epoch)
             for part in (p.dy, p.dx, p.flip):

@@ -1,27 +1,38 @@
-"""Checkpoints: everything needed to continue a run exactly, written atomically.
+"""Checkpoints: everything needed to continue a run exactly, written so a crash cannot
+leave a half one that is taken for whole.
 
 Saved: model, optimizer, scheduler and scaler state; counters; the torch RNG states; the
-config. Data order and augmentation are functions of (seed, epoch), so they need no state.
-Files are loaded with ``weights_only=True``: only tensors and plain containers, no code.
+data position (epoch and batches done in it: order and augmentation are functions of
+(seed, epoch), so that is all the loader needs); the config. Each file is written
+atomically (temporary file, fsync, rename) and followed by a ``.sha256`` file; a checkpoint
+whose checksum is missing or wrong is not valid. ``--resume auto`` takes the newest valid
+one and reports any newer that was skipped. Files are loaded with ``weights_only=True``:
+only tensors and plain containers, no code.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from quicktrain.atomic import atomic_write
+from quicktrain.atomic import atomic_write, atomic_write_text
 from quicktrain.engine.state import TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.techniques.layout import unwrap
 
-_NAME = re.compile(r"checkpoint-epoch(\d+)\.pt$")
+log = logging.getLogger("quicktrain")
+
+_NAME = re.compile(r"checkpoint-epoch(\d+)-update(\d+)\.pt$")
 
 
-def capture(state: TrainState, config: dict[str, Any]) -> dict[str, Any]:
+def capture(state: TrainState, config: dict[str, Any], position: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """``position``: (epoch, batches done in it); an epoch-end checkpoint is (next epoch, 0)."""
     rng = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -32,6 +43,7 @@ def capture(state: TrainState, config: dict[str, Any]) -> dict[str, Any]:
         "scheduler": state.scheduler.state_dict(),
         "scaler": state.scaler.state_dict(),
         "counters": state.counters.state_dict(),
+        "position": {"epoch": position[0], "batch": position[1]},
         "rng": rng,
         "config": config,
     }
@@ -48,28 +60,58 @@ def restore(state: TrainState, ckpt: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
 
 
-def save_checkpoint(folder: Path, epoch: int, payload: dict[str, Any], keep: int) -> Path:
-    path = folder / f"checkpoint-epoch{epoch:04d}.pt"
-    atomic_write(path, lambda f: torch.save(payload, f))
+def save_checkpoint(folder: Path, payload: dict[str, Any], keep: int) -> Path:
+    """Write ``payload`` and its checksum; keep the newest ``keep`` checkpoints."""
+    pos = payload["position"]
+    path = folder / f"checkpoint-epoch{pos['epoch']:04d}-update{payload['counters']['num_updates']:09d}.pt"
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getvalue()
+    atomic_write(path, lambda f: f.write(data))
+    atomic_write_text(_sum_file(path), hashlib.sha256(data).hexdigest() + "\n")  # last: marks it complete
     for old in list_checkpoints(folder)[:-keep]:
         old.unlink(missing_ok=True)
+        _sum_file(old).unlink(missing_ok=True)
     return path
 
 
+def _sum_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
 def list_checkpoints(folder: Path) -> list[Path]:
-    """Checkpoints in ``folder``, oldest first."""
+    """Checkpoint files in ``folder``, oldest first (valid or not)."""
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.iterdir() if _NAME.search(p.name)), key=lambda p: p.name)
+    found = [(tuple(map(int, m.groups())), p) for p in folder.iterdir() if (m := _NAME.search(p.name))]
+    return [p for _, p in sorted(found)]
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a checkpoint after checking its checksum; a clear error when it is not valid."""
+    path = Path(path)
     if not path.is_file():
         raise ConfigError(f"run.resume: checkpoint '{path}' does not exist")
+    data = path.read_bytes()
+    sums = _sum_file(path)
+    if sums.is_file() and hashlib.sha256(data).hexdigest() != sums.read_text().strip():
+        raise ConfigError(f"run.resume: checkpoint '{path}' is corrupt (checksum mismatch)")
+    if not sums.is_file() and _NAME.search(path.name):
+        raise ConfigError(f"run.resume: checkpoint '{path}' is incomplete (no checksum file)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:  # truncated or foreign files raise several types
         raise ConfigError(f"run.resume: cannot read checkpoint '{path}': {err}") from None
+
+
+def newest_valid(folder: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint in ``folder`` that loads, saying which newer ones were skipped."""
+    for path in reversed(list_checkpoints(folder)):
+        try:
+            return path, load_checkpoint(path)
+        except ConfigError as err:
+            log.warning(f"skipping {err}".replace("run.resume: ", ""))
+    return None
 
 
 def resume_folder(resume: str, out: str | None) -> Path | None:
@@ -81,15 +123,15 @@ def resume_folder(resume: str, out: str | None) -> Path | None:
     return None if resume == "auto" else Path(resume).parent.parent
 
 
-def find_resume(resume: str, run_dir: Path | None) -> Path:
-    """``auto`` -> newest checkpoint in the run folder; else the path given."""
+def find_resume(resume: str, run_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+    """``auto`` -> the newest valid checkpoint in the run folder; else the path given."""
     if resume != "auto":
-        return Path(resume)
+        return Path(resume), load_checkpoint(Path(resume))
     if run_dir is None:
         raise ConfigError("run.resume=auto needs the run folder: pass --out RUN_FOLDER")
-    found = list_checkpoints(run_dir / "checkpoints")
-    if not found:
+    found = newest_valid(run_dir / "checkpoints")
+    if found is None:
         raise ConfigError(
-            f"run.resume=auto found no checkpoint in '{run_dir}/checkpoints'; pass --out of an earlier run"
+            f"run.resume=auto found no valid checkpoint in '{run_dir}/checkpoints'; pass --out of an earlier run"
         )
-    return found[-1]
+    return found

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +28,10 @@ def evaluate(
     inputs: InputPipeline,
     precision: Precision,
     num_classes: int,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> EvalResult:
+    """Loss, accuracy and macro-F1 over ``batches``; ``reduce`` sums the counts over
+    data-parallel processes that each evaluated their shard."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), device=inputs.device, dtype=torch.float64)
@@ -41,5 +44,8 @@ def evaluate(
         loss_sum += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
         cm += confusion_matrix(logits.argmax(1), y, num_classes)
     model.train(was_training)
+    if reduce is not None:
+        reduce(cm)
+        reduce(loss_sum)
     n = int(cm.sum())
     return EvalResult(float(loss_sum) / max(n, 1), accuracy(cm), macro_f1(cm), n)

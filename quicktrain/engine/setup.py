@@ -5,6 +5,7 @@ Everything that can reject the user's input happens here, before any file is wri
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 
@@ -18,11 +19,19 @@ from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
+from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import check_model, create_model
-from quicktrain.techniques import Techniques, maybe_compile, plan_epoch, resolve_techniques
+from quicktrain.techniques import (
+    Distributed,
+    Techniques,
+    maybe_compile,
+    plan_epoch,
+    resolve_distributed,
+    resolve_techniques,
+)
 
 
 @dataclass
@@ -43,7 +52,9 @@ class Run:
     completed: Counters = field(default_factory=Counters)
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
+    if local_rank is not None and torch.cuda.is_available() and name in ("auto", "cuda"):
+        return torch.device("cuda", local_rank)  # one GPU per data-parallel process
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
@@ -59,8 +70,11 @@ def seed_everything(seed: int) -> None:
 
 
 def build_run(cfg: Config, progress: bool = True) -> Run:
-    device = resolve_device(cfg.run.device)
-    techniques = resolve_techniques(cfg, device)  # fp16 on CPU fails here, before data loads
+    distributed = resolve_distributed(cfg.run.device)
+    device = resolve_device(cfg.run.device, distributed.local_rank if distributed.active else None)
+    techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
+    if not distributed.is_main:
+        logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
     check_model(cfg.model.name)
     arrays = load_arrays(cfg.data, progress=progress, seed=cfg.run.seed)
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
@@ -70,12 +84,16 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     num_params = sum(p.numel() for p in model.parameters())
 
     acc = techniques.accumulation
-    updates_per_epoch = acc.updates_per_epoch(len(arrays.train))
+    workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
+    train_loader = make_loader(
+        arrays.train, cfg.run.batch_size, True, seed, workers, techniques.pinning.active, cfg.data.augment, rank, world
+    )
+    updates_per_epoch = len(train_loader)
     optimizer = build_optimizer(model, cfg.optim)
     scheduler = build_scheduler(optimizer, cfg.optim, updates_per_epoch * cfg.run.epochs, updates_per_epoch)
     pin = techniques.pinning.active
     state = TrainState(
-        model=maybe_compile(model, techniques.compile),
+        model=distributed.wrap(maybe_compile(model, techniques.compile), device),
         optimizer=optimizer,
         scheduler=scheduler,
         scaler=techniques.precision.make_scaler(),
@@ -92,27 +110,30 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         ),
         micro_batch_size=acc.micro_batch_size,
         grad_clip=cfg.optim.grad_clip,
+        distributed=distributed,
+        guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
     )
-    workers, seed = cfg.data.workers, cfg.run.seed
     return Run(
         config=cfg,
         device=device,
         arrays=arrays,
         techniques=techniques,
         state=state,
-        train_loader=make_loader(arrays.train, acc.batch_size, True, seed, workers, pin, cfg.data.augment),
-        test_loader=_eval_loader(arrays.test, cfg, pin),
-        val_loader=_eval_loader(arrays.val, cfg, pin),
+        train_loader=train_loader,
+        test_loader=_eval_loader(arrays.test, cfg, pin, distributed),
+        val_loader=_eval_loader(arrays.val, cfg, pin, distributed),
         updates_per_epoch=updates_per_epoch,
         image_size=image_size,
         num_params=num_params,
     )
 
 
-def _eval_loader(split: Split | None, cfg: Config, pin: bool) -> DataLoader | None:
+def _eval_loader(split: Split | None, cfg: Config, pin: bool, dist: Distributed) -> DataLoader | None:
     if split is None:
         return None
-    return make_loader(split, cfg.run.eval_batch_size, False, cfg.run.seed, cfg.data.workers, pin)
+    return make_loader(
+        split, cfg.run.eval_batch_size, False, cfg.run.seed, cfg.data.workers, pin, rank=dist.rank, world=dist.world
+    )
 
 
 def _split_sizes(arrays: Arrays) -> str:
@@ -133,8 +154,11 @@ def describe(run: Run) -> list[str]:
         f"{run.arrays.num_classes} classes, {run.image_size} px",
         f"  device        {run.device}"
         + ("" if run.device.type == "cuda" else f" ({torch.get_num_threads()} threads)"),
-        f"  batch         {acc.batch_size} effective = {acc.micro_batch_size} micro-batch x "
-        f"{acc.accum_steps} accumulation step{'s' if acc.accum_steps > 1 else ''}",
+        f"  batch         {cfg.run.batch_size} effective"
+        + (f" = {t.distributed.world} processes x {acc.batch_size}" if t.distributed.active else "")
+        + f" = {acc.micro_batch_size} micro-batch x {acc.accum_steps} accumulation step"
+        + ("s" if acc.accum_steps > 1 else "")
+        + (" per process" if t.distributed.active else ""),
         f"  updates       {run.updates_per_epoch} per epoch x {cfg.run.epochs} epochs = "
         f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates" + _last_window(run),
         f"  amp           {prec.name} (asked: {cfg.techniques.amp}), "

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from quicktrain.data.prepare import InputPipeline
+from quicktrain.engine.guard import NonFiniteGuard
+from quicktrain.techniques.distributed import Distributed
 from quicktrain.techniques.precision import Precision
 
 
@@ -19,8 +21,9 @@ class Counters:
 
     epoch: int = 0  # completed epochs
     num_updates: int = 0  # optimizer updates attempted (the scheduler's clock)
-    skipped_updates: int = 0  # updates the GradScaler skipped for non-finite gradients
+    skipped_updates: int = 0  # updates skipped for non-finite gradients (GradScaler or --on-nonfinite skip)
     micro_steps: int = 0  # forward/backward passes
+    oom_halvings: int = 0  # times an out-of-memory error halved the micro-batch
     samples: int = 0  # training samples consumed
     train_time_s: float = 0.0  # training time so far, evaluation excluded
     wall_time_s: float = 0.0  # wall time of earlier processes of this run (resume)
@@ -49,6 +52,8 @@ class TrainState:
     micro_batch_size: int
     grad_clip: float | None = None
     counters: Counters = field(default_factory=Counters)
+    distributed: Distributed = field(default_factory=Distributed)
+    guard: NonFiniteGuard | None = None  # None: "stop" on the model's device
 
 
 @dataclass(frozen=True)

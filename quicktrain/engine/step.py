@@ -2,14 +2,17 @@
 
 ``train_step`` takes one effective batch (one optimizer update) and runs it as
 micro-batches: forward under autocast, loss weighted by the micro-batch's share of the
-window, scaled backward; then once per update: unscale, clip, step (skipped by the scaler
-on non-finite gradients), scaler update, zero-grad, scheduler step.
+window, scaled backward (gradients all-reduced across data-parallel processes only on the
+last micro-batch); then once per update: unscale, clip, step (skipped on non-finite
+gradients by the fp16 scaler, or on a non-finite loss by the guard), scaler update,
+zero-grad, scheduler step.
 """
 
 from __future__ import annotations
 
 import torch
 
+from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.state import StepMetrics, TrainState
 from quicktrain.techniques.accumulation import micro_weights, split_sizes
 
@@ -22,13 +25,15 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     loss_sum = torch.zeros((), device=labels.device)
 
     sizes = split_sizes(window, state.micro_batch_size)  # e.g. [32, 32, 16] for 80 by 32
-    for x, y, weight in zip(images.split(sizes), labels.split(sizes), micro_weights(sizes)):
-        with state.precision.autocast():
-            logits = model(state.inputs(x))
-            loss = state.criterion(logits, y)  # mean over this micro-batch
-        # weight = this micro-batch's share of the samples actually in the window, so
-        # k micro-batches give the gradient of one batch of k times the size
-        scaler.scale(loss * weight).backward()
+    micro = zip(images.split(sizes), labels.split(sizes), micro_weights(sizes))
+    for i, (x, y, weight) in enumerate(micro):
+        with state.distributed.sync(model, last=i == len(sizes) - 1):
+            with state.precision.autocast():
+                logits = model(state.inputs(x))
+                loss = state.criterion(logits, y)  # mean over this micro-batch
+            # weight = this micro-batch's share of the samples actually in the window, so
+            # k micro-batches give the gradient of one batch of k times the size
+            scaler.scale(loss * weight).backward()
         loss_sum += loss.detach().float() * y.shape[0]
         state.counters.micro_steps += 1
 
@@ -37,10 +42,13 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     grad_norm = None
     if state.grad_clip is not None:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), state.grad_clip)
+    guard = state.guard or _default_guard(state, labels.device)
     scale_before = scaler.get_scale() if scaler.is_enabled() else None
-    scaler.step(optimizer)  # skipped when unscale_ found inf/NaN gradients
-    scaler.update()  # and then the scale is lowered
-    skipped = scale_before is not None and scaler.get_scale() < scale_before
+    applied = guard.allow(loss_sum, state.counters.num_updates)  # a NaN/Inf loss: its gradients are too
+    if applied:
+        scaler.step(optimizer)  # skipped when unscale_ found inf/NaN gradients
+        scaler.update()  # and then the scale is lowered
+    skipped = not applied or (scale_before is not None and scaler.get_scale() < scale_before)
     optimizer.zero_grad(set_to_none=True)
     lr = optimizer.param_groups[0]["lr"]
     if skipped:
@@ -57,3 +65,8 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
         grad_norm=grad_norm,
         lr=lr,
     )
+
+
+def _default_guard(state: TrainState, device: torch.device) -> NonFiniteGuard:
+    state.guard = NonFiniteGuard("stop", state.scaler.is_enabled(), device)
+    return state.guard

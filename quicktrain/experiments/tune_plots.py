@@ -23,6 +23,9 @@ def _figure(width: float, height: float) -> tuple[Any, Any]:
 def _save(fig: Any, path: Path) -> None:
     fig.tight_layout()
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # pyplot keeps every figure open otherwise
 
 
 def plot_history(trials: list[Any], path: Path, metric: str) -> Path | None:

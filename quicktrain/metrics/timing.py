@@ -27,6 +27,13 @@ class Stopwatch:
         synchronize(self.device)
         self._started = time.perf_counter()
 
+    def elapsed(self) -> float:
+        """Length of the running interval so far (0 when stopped)."""
+        if self._started is None:
+            return 0.0
+        synchronize(self.device)
+        return time.perf_counter() - self._started
+
     def stop(self) -> float:
         """Stop and return the length of this interval."""
         assert self._started is not None, "stop() without start()"

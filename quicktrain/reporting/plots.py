@@ -31,6 +31,9 @@ def _grid(plt, n: int, width: float = 5.0, height: float = 3.6):
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # pyplot keeps every figure open otherwise
     return path
 
 

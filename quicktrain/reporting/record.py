@@ -37,36 +37,47 @@ METRIC_FIELDS = (
 
 
 class RunRecord:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, enabled: bool = True) -> None:
         self.folder = folder
+        self.enabled = enabled  # False on data-parallel ranks other than 0: they write nothing
 
     @property
     def metrics_file(self) -> Path:
         return self.folder / "metrics.jsonl"
 
     def write_config(self, config_yaml: str) -> None:
+        if not self.enabled:
+            return
         atomic_write_text(self.folder / "config.yaml", config_yaml)
 
     def write_env(self, env: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         atomic_write_text(self.folder / "env.json", json.dumps(env, indent=2) + "\n")
 
     def append_metrics(self, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         with self.metrics_file.open("a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        if not self.metrics_file.is_file():
+        if not self.enabled or not self.metrics_file.is_file():
             return []
         return [json.loads(line) for line in self.metrics_file.read_text().splitlines() if line.strip()]
 
     def truncate_metrics(self, epochs: int) -> None:
         """Keep rows of the first ``epochs`` epochs (a resumed run rewrites what follows)."""
+        if not self.enabled:
+            return
         rows = [r for r in self.read_metrics() if r["epoch"] <= epochs]
         atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in rows))
 
     def write_summary(self, summary: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         atomic_write_text(self.folder / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from quicktrain.config import Config
 from quicktrain.techniques.accumulation import Accumulation, micro_weights, plan_epoch, split_sizes
+from quicktrain.techniques.distributed import Distributed, resolve_distributed
 from quicktrain.techniques.layout import maybe_compile, memory_format, unwrap
 from quicktrain.techniques.pinning import Pinning, resolve_pinning
 from quicktrain.techniques.precision import Precision, cpu_supports_bf16, resolve_precision
@@ -20,6 +21,7 @@ class Techniques:
     pinning: Pinning
     memory_format: torch.memory_format
     compile: bool
+    distributed: Distributed = field(default_factory=Distributed)
 
     def describe(self) -> dict[str, object]:
         """What was derived, for the start-up banner and the run record."""
@@ -35,23 +37,29 @@ class Techniques:
             "pin_memory_active": self.pinning.active,
             "channels_last": self.memory_format == torch.channels_last,
             "compile": self.compile,
+            "world_size": self.distributed.world,
         }
 
 
-def resolve_techniques(cfg: Config, device: torch.device) -> Techniques:
-    micro, accum = cfg.accumulation()
+def resolve_techniques(cfg: Config, device: torch.device, distributed: Distributed | None = None) -> Techniques:
+    """``distributed``: this process's place in a data-parallel group (one process if None);
+    the accumulation plan is then per process, for its share of the global batch."""
+    distributed = distributed or Distributed()
+    micro, accum = cfg.accumulation(distributed.world)
     t = cfg.techniques
     return Techniques(
-        accumulation=Accumulation(cfg.run.batch_size, micro, accum),
+        accumulation=Accumulation(cfg.run.batch_size // distributed.world, micro, accum),
         precision=resolve_precision(t.amp, device),
         pinning=resolve_pinning(t.pin_memory, device),
         memory_format=memory_format(t.channels_last),
         compile=t.compile,
+        distributed=distributed,
     )
 
 
 __all__ = [
     "Accumulation",
+    "Distributed",
     "Pinning",
     "Precision",
     "Techniques",
@@ -60,6 +68,7 @@ __all__ = [
     "memory_format",
     "micro_weights",
     "plan_epoch",
+    "resolve_distributed",
     "resolve_pinning",
     "resolve_precision",
     "resolve_techniques",

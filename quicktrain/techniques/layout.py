@@ -18,5 +18,7 @@ def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The module whose state dict is saved: no compile wrapper (and later, no DDP)."""
+    """The module whose state dict is saved: no DDP wrapper, no compile wrapper."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        model = model.module
     return getattr(model, "_orig_mod", model)

@@ -1,0 +1,69 @@
+"""Data parallelism through torchrun: two Gloo processes on CPU match one process."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from quicktrain.data.loader import EpochBatches, EvalShards
+
+RUN = [
+    "--dataset", "synthetic", "--max-train-samples", "80", "--max-test-samples", "42", "--model", "test_vit",
+    "--epochs", "1", "--batch-size", "16", "--amp", "off", "--no-tensorboard", "--no-progress", "--seed", "3",
+]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ranks_split_every_global_batch_equally() -> None:
+    single = EpochBatches(70, 16, seed=1, shuffle=True)
+    ranks = [EpochBatches(70, 16, seed=1, shuffle=True, rank=r, world=2) for r in range(2)]
+    whole = list(single)
+    parts = [list(r) for r in ranks]
+    assert len(parts[0]) == len(parts[1]) == len(whole) == len(ranks[0]) == 5
+    for batch, a, b in zip(whole, *parts):
+        assert len(a) == len(b) and set(a) | set(b) == set(batch[: 2 * len(a)])  # last: 6 of 6, even
+    assert not set(parts[0][0]) & set(parts[1][0])
+
+
+def test_eval_shards_cover_the_split_once() -> None:
+    shards = [sorted(i for b in EvalShards(41, 8, rank=r, world=3) for i in b) for r in range(3)]
+    assert sorted(i for shard in shards for i in shard) == list(range(41))
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    single = subprocess.run(
+        [sys.executable, "-m", "quicktrain", "train", *RUN, "--out", str(one)], capture_output=True, text=True
+    )
+    assert single.returncode == 0, single.stderr
+    port = str(_free_port())
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+              "-m", "quicktrain", "train", *RUN, "--accum-steps", "2", "--out", str(two)]  # fmt: skip
+    ddp = subprocess.run(launch, capture_output=True, text=True)
+    assert ddp.returncode == 0, ddp.stdout[-2000:] + ddp.stderr[-2000:]
+    assert "2 processes x 8 = 4 micro-batch x 2 accumulation steps per process" in ddp.stdout
+    a = torch.load(one / "model.pt", weights_only=True)
+    b = torch.load(two / "model.pt", weights_only=True)
+    assert a.keys() == b.keys()  # no "module." prefix from the DDP wrapper
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6)
+    s1 = json.loads((one / "summary.json").read_text())
+    s2 = json.loads((two / "summary.json").read_text())
+    assert s2["world_size"] == 2 and s2["optimizer_updates"] == s1["optimizer_updates"] == 5
+    assert s2["micro_steps"] == 2 * s2["optimizer_updates"]  # two micro-batches per update on each rank ...
+    assert s2["grad_allreduces"] == s2["optimizer_updates"]  # ... but one gradient all-reduce per update
+    # evaluation counted all 42 test images across both ranks
+    assert s2["test_samples"] == 42 and s2["test_loss"] == pytest.approx(s1["test_loss"], rel=1e-5)
+    assert not list(two.glob("*rank*"))  # only rank 0 wrote the record

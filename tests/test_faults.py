@@ -1,0 +1,144 @@
+"""Surviving faults: exact resume after kill -9, SIGTERM, corrupt checkpoints, OOM, NaN."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import tiny_config
+
+from quicktrain.engine import trainer as trainer_module
+from quicktrain.engine.checkpoint import find_resume, list_checkpoints
+from quicktrain.engine.trainer import train
+from quicktrain.errors import ConfigError, TrainingError
+
+RUN = [
+    "--dataset", "synthetic", "--max-train-samples", "640", "--max-test-samples", "40", "--model", "test_vit",
+    "--epochs", "2", "--batch-size", "16", "--amp", "off", "--no-tensorboard", "--no-progress",
+    "--checkpoint-every-steps", "5", "--keep-checkpoints", "3",
+]  # fmt: skip
+
+
+def _start(out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "quicktrain", "train", *RUN, "--out", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_checkpoint(out: Path, proc: subprocess.Popen, min_updates: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = [p for p in list_checkpoints(out / "checkpoints") if p.with_name(p.name + ".sha256").is_file()]
+        if done and int(done[-1].stem.rsplit("update", 1)[1]) >= min_updates:
+            return
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint appeared before the run ended")
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    return torch.load(folder / "model.pt", weights_only=True)
+
+
+@pytest.mark.slow
+def test_kill_9_mid_epoch_then_resume_ends_with_the_same_weights(tmp_path: Path) -> None:
+    whole = tmp_path / "whole"
+    assert subprocess.run([sys.executable, "-m", "quicktrain", "train", *RUN, "--out", str(whole)],
+                          capture_output=True, check=False).returncode == 0  # fmt: skip
+    killed = tmp_path / "killed"
+    proc = _start(killed)
+    _wait_for_checkpoint(killed, proc, min_updates=10)  # mid-epoch 1 of 40 updates per epoch
+    proc.kill()  # SIGKILL: no handler runs
+    proc.wait()
+    assert not (killed / "model.pt").exists()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "quicktrain", "train", "--out", str(killed), "--resume", "auto", "--no-progress"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming at epoch" in resumed.stdout
+    a, b = _weights(whole), _weights(killed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["optimizer_updates"] == 80
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_and_exits_0_with_the_resume_hint(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _start(out)
+    _wait_for_checkpoint(out, proc, min_updates=5)
+    proc.send_signal(signal.SIGTERM)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, text
+    assert f"quicktrain train --out {out} --resume auto" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["error"].startswith("SIGTERM")
+    _, ckpt = find_resume("auto", out)
+    assert ckpt["counters"]["num_updates"] == summary["optimizer_updates"] >= 5  # the summary is the checkpoint
+
+
+def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path, caplog) -> None:
+    train(tiny_config(tmp_path, **{"run.epochs": 2, "run.keep_checkpoints": 3}))
+    first, second = list_checkpoints(tmp_path / "checkpoints")
+    second.write_bytes(second.read_bytes()[:1000])  # a crash mid-write on a filesystem without atomic rename
+    logger = logging.getLogger("quicktrain")  # the CLI may have stopped it propagating to caplog's root handler
+    logger.addHandler(caplog.handler)
+    try:
+        path, ckpt = find_resume("auto", tmp_path)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert path == first and ckpt["position"] == {"epoch": 1, "batch": 0}
+    assert "corrupt" in caplog.text and second.name in caplog.text
+    with pytest.raises(ConfigError, match="corrupt"):
+        find_resume(str(second), tmp_path)
+
+
+def test_simulated_oom_halves_the_micro_batch_and_keeps_the_updates(tmp_path: Path, monkeypatch) -> None:
+    real = trainer_module.train_step
+    calls = []
+
+    def step(state, batch):
+        calls.append(state.micro_batch_size)
+        if state.micro_batch_size > 8:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(state, batch)
+
+    monkeypatch.setattr(trainer_module, "train_step", step)
+    result = train(tiny_config(tmp_path, **{"run.batch_size": 32}))  # 96 samples: 3 updates
+    s = result.summary
+    assert s["status"] == "completed" and s["optimizer_updates"] == 3
+    assert s["oom_halvings"] == 2 and s["micro_batch_size_final"] == 8 and calls[:3] == [32, 16, 8]
+    assert s["micro_steps"] == 3 * 4  # 32 = 4 x 8 from then on
+
+
+def test_oom_at_micro_batch_1_gives_up_clearly(tmp_path: Path, monkeypatch) -> None:
+    def step(state, batch):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(trainer_module, "train_step", step)
+    with pytest.raises(TrainingError, match="out of memory even at micro-batch 1"):
+        train(tiny_config(tmp_path, **{"run.batch_size": 4}))
+
+
+def test_nan_stops_by_default_naming_the_update_and_writes_no_bad_checkpoint(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, **{"optim.lr": 1e6, "optim.schedule": "constant", "optim.optimizer": "sgd"})
+    with pytest.raises(TrainingError, match=r"non-finite \(NaN/Inf\) loss at optimizer update \d+"):
+        train(cfg)
+    assert list_checkpoints(tmp_path / "checkpoints") == []
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
+
+
+def test_nan_skip_drops_those_updates_and_goes_on(tmp_path: Path) -> None:
+    cfg = tiny_config(
+        tmp_path, **{"optim.lr": 1e6, "optim.schedule": "constant", "run.on_nonfinite": "skip", "run.epochs": 2}
+    )
+    s = train(cfg).summary
+    assert s["status"] == "completed" and 0 < s["skipped_updates"] < s["optimizer_updates"]
+    weights = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point())
