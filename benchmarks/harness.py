@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -60,3 +62,48 @@ def spread(values: list[float]) -> str:
 
 def ratios(results: dict[str, list[float]], numerator: str, denominator: str) -> list[float]:
     return [a / b for a, b in zip(results[numerator], results[denominator])]
+
+
+@dataclass
+class QuicktrainJob:
+    """quicktrain's per-update path on in-memory synthetic batches, for comparing with others."""
+
+    side: Side
+    state: Any  # the TrainState: its model, precision and device for the other side
+    batches: list  # uint8 (x, y) effective batches, identical for every side
+    start: dict  # initial weights every trial starts from
+
+
+def quicktrain_job(model: str, amp: str, batch: int, steps: int, accum: int = 1, lr: float = 0.01) -> QuicktrainJob:
+    """The Ignite Engine running ``train_step`` with the loss tally, exactly as ``quicktrain
+    train`` drives it, over ``steps`` updates of ``batch`` images split into ``accum`` micro-batches."""
+    from quicktrain.config import Config
+    from quicktrain.engine.setup import build_run
+    from quicktrain.engine.trainer import training_engine
+
+    cfg = Config.from_overrides(
+        {
+            "data.dataset": "synthetic",
+            "data.max_train_samples": batch * steps,
+            "data.max_test_samples": 10,
+            "model.name": model,
+            "run.batch_size": batch,
+            "techniques.accum_steps": accum,
+            "techniques.amp": amp,
+            "optim.lr": lr,
+            "run.epochs": 1000,  # a long schedule: the benchmark never runs out of it
+            "run.progress": False,
+        }
+    )
+    run = build_run(cfg, progress=False)
+    batches = list(run.train_loader)  # in memory, identical for every side
+    state = run.state
+    start = copy.deepcopy(state.model.state_dict())
+    engine, _ = training_engine(state)
+
+    def run_once() -> int:
+        state.model.load_state_dict(start)
+        engine.run(batches, max_epochs=1)
+        return batch * steps
+
+    return QuicktrainJob(Side("quicktrain", run_once, run.device), state, batches, start)

@@ -23,45 +23,18 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Side, compare, ratios, spread
-
-from quicktrain.config import Config
-from quicktrain.engine.setup import build_run
-from quicktrain.engine.trainer import training_engine
+from harness import Side, compare, quicktrain_job, ratios, spread
 
 
 def sides_for(model: str, amp: str, batch: int, steps: int, accum: int = 1) -> list[Side]:
-    cfg = Config.from_overrides(
-        {
-            "data.dataset": "synthetic",
-            "data.max_train_samples": batch * steps,
-            "data.max_test_samples": 10,
-            "model.name": model,
-            "run.batch_size": batch,
-            "techniques.accum_steps": accum,
-            "techniques.amp": amp,
-            "optim.lr": 0.01,
-            "run.epochs": 1000,  # a long schedule: the benchmark never runs out of it
-            "run.progress": False,
-        }
-    )
-    run = build_run(cfg, progress=False)
-    batches = list(run.train_loader)  # in memory, identical for both sides
-    state = run.state
-    start_weights = copy.deepcopy(state.model.state_dict())
-
-    engine, _ = training_engine(state)
-
-    def quicktrain_side() -> int:
-        state.model.load_state_dict(start_weights)
-        engine.run(batches, max_epochs=1)
-        return batch * steps
+    job = quicktrain_job(model, amp, batch, steps, accum)
+    state, batches, start_weights = job.state, job.batches, job.start
 
     # ---- the hand-written loop ------------------------------------------------------------
     model = copy.deepcopy(state.model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.01, total_steps=10**6)
-    device, precision, inputs = run.device, state.precision, state.inputs
+    device, precision = job.side.device, state.precision
     mean = torch.tensor([0.4914, 0.4822, 0.4465], device=device).view(1, 3, 1, 1)
     std = torch.tensor([0.2470, 0.2435, 0.2616], device=device).view(1, 3, 1, 1)
 
@@ -80,8 +53,7 @@ def sides_for(model: str, amp: str, batch: int, steps: int, accum: int = 1) -> l
             sched.step()
         return batch * steps
 
-    del inputs
-    return [Side("quicktrain", quicktrain_side, device), Side("hand", hand_side, device)]
+    return [job.side, Side("hand", hand_side, device)]
 
 
 def main() -> None:

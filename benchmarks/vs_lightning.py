@@ -26,11 +26,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Side, compare, ratios, spread
-
-from quicktrain.config import Config
-from quicktrain.engine.setup import build_run
-from quicktrain.engine.trainer import training_engine
+from harness import Side, compare, quicktrain_job, ratios, spread
 
 LR = 0.01
 
@@ -96,36 +92,9 @@ def lightning_side(model: torch.nn.Module, start: dict, batches: list, accum: in
 
 
 def sides_for(model: str, amp: str, batch: int, accum: int, steps: int) -> list[Side]:
-    cfg = Config.from_overrides(
-        {
-            "data.dataset": "synthetic",
-            "data.max_train_samples": batch * steps,
-            "data.max_test_samples": 10,
-            "model.name": model,
-            "run.batch_size": batch,
-            "techniques.accum_steps": accum,
-            "techniques.amp": amp,
-            "optim.lr": LR,
-            "run.epochs": 1000,
-            "run.progress": False,
-        }
-    )
-    run = build_run(cfg, progress=False)
-    batches = list(run.train_loader)
-    state = run.state
-    start = copy.deepcopy(state.model.state_dict())
-    engine, _ = training_engine(state)
-
-    def quicktrain_side() -> int:
-        state.model.load_state_dict(start)
-        engine.run(batches, max_epochs=1)
-        return batch * steps
-
-    twin = copy.deepcopy(state.model)
-    return [
-        Side("quicktrain", quicktrain_side, run.device),
-        lightning_side(twin, start, batches, accum, state.precision.name, run.device),
-    ]
+    job = quicktrain_job(model, amp, batch, steps, accum, lr=LR)
+    twin = copy.deepcopy(job.state.model)
+    return [job.side, lightning_side(twin, job.start, job.batches, accum, job.state.precision.name, job.side.device)]
 
 
 def main() -> None:

@@ -171,11 +171,16 @@ def _add_ablate_parser(sub: Any) -> None:
     ablate.add_argument("--accum-steps", type=int, default=4, help="micro-batches per update in 'ga' arms [4]")
     ablate.add_argument("--out", default="runs/ablation", help="grid folder [runs/ablation]")
     ablate.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ablate.add_argument("--config", help="YAML preset for the shared training job")
-    ablate.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every arm")
-    ablate.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    skip = ("run.out", "run.resume", "run.progress", "techniques.accum_steps", "techniques.micro_batch_size")
-    _add_config_flags(ablate, skip=skip)
+    _add_job_options(ablate, "arm", skip=("techniques.accum_steps", "techniques.micro_batch_size"))
+
+
+def _add_job_options(parser: argparse.ArgumentParser, each: str, skip: tuple[str, ...]) -> None:
+    """The training job that every run of a many-run command shares: preset, overrides, flags.
+    Where runs go and whether they resume is the command's business, so those flags are left out."""
+    parser.add_argument("--config", help="YAML preset for the shared training job")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=f"config overrides for every {each}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    _add_config_flags(parser, skip=("run.out", "run.resume", "run.progress", *skip))
 
 
 def _add_report_parser(sub: Any) -> None:
@@ -221,11 +226,7 @@ def _add_tune_parser(sub: Any) -> None:
         help="YAML search space (config key -> {type, low, high, log, zero, off, choices}) [lr, optimizer, "
         "weight decay incl. 0, grad clip incl. off]",
     )
-    tune.add_argument("--config", help="YAML preset for the base training job")
-    tune.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every trial")
-    tune.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    skip = ("run.out", "run.resume", "run.progress", "run.target_accuracy", "data.load_test")
-    _add_config_flags(tune, skip=skip)
+    _add_job_options(tune, "trial", skip=("run.target_accuracy", "data.load_test"))
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
