@@ -169,9 +169,11 @@ def _objective(spec: TuneSpec, trial: Any) -> float:
     params = overrides(trial, spec.space)
     key = f"val_{spec.metric}"
 
+    epochs = spec.base.run.epochs
+
     def report(row: dict[str, Any]) -> None:
         trial.report(row[key], row["epoch"])
-        if trial.should_prune():
+        if row["epoch"] < epochs and trial.should_prune():  # a finished trial keeps its score
             raise RunStopped(f"pruned after epoch {row['epoch']}: {key} {row[key]:.4f}", status="pruned")
 
     quiet, ignite_level = log.level, logging.getLogger("ignite").level
