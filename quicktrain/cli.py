@@ -27,6 +27,8 @@ HELP = {
     "data.max_train_samples": "train on a fixed class-balanced subset of this many images",
     "data.max_test_samples": "evaluate on a fixed class-balanced subset of this many images",
     "data.workers": "DataLoader worker processes (0: load in the training process)",
+    "data.loader": "torch: a DataLoader over host memory; device: the whole training split as one uint8 tensor on "
+    "the training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
     "data.augment": "pad-4 random crop and horizontal flip on training images",
     "data.resolution": "imagefolder images of another size are resized to this when decoded",
     "data.cache_dir": "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)",

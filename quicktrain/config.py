@@ -33,6 +33,7 @@ class DataConfig:
     max_train_samples: int | None = None  # class-balanced, fixed subset for quick runs
     max_test_samples: int | None = None
     workers: int = 0  # DataLoader worker processes
+    loader: Literal["torch", "device"] = "torch"  # device: the training split kept on the device, augmented there
     augment: bool = True  # pad-4 random crop + horizontal flip on the training split
     resolution: int = 32  # imagefolder images of another size are resized to this on decode
     cache_dir: str | None = None  # decoded-array cache; default ~/.cache/quicktrain

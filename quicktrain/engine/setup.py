@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from quicktrain.config import Config
 from quicktrain.data.arrays import Arrays, Split
+from quicktrain.data.device_loader import DeviceLoader
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
@@ -41,7 +42,7 @@ class Run:
     arrays: Arrays
     techniques: Techniques
     state: TrainState
-    train_loader: DataLoader
+    train_loader: DataLoader | DeviceLoader
     test_loader: DataLoader | None  # None when the test split is not loaded
     val_loader: DataLoader | None  # None without --val-fraction
     updates_per_epoch: int
@@ -85,9 +86,13 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
 
     acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
-    train_loader = make_loader(
-        arrays.train, cfg.run.batch_size, True, seed, workers, techniques.pinning.active, cfg.data.augment, rank, world
-    )
+    if cfg.data.loader == "device":
+        train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, cfg.data.augment, rank, world)
+    else:
+        pin = techniques.pinning.active
+        train_loader = make_loader(
+            arrays.train, cfg.run.batch_size, True, seed, workers, pin, cfg.data.augment, rank, world
+        )
     updates_per_epoch = len(train_loader)
     optimizer = build_optimizer(model, cfg.optim)
     scheduler = build_scheduler(optimizer, cfg.optim, updates_per_epoch * cfg.run.epochs, updates_per_epoch)
@@ -169,7 +174,11 @@ def describe(run: Run) -> list[str]:
         f"  inputs        uint8 to the device, normalised with "
         f"{'ImageNet' if cfg.model.pretrained == 'hub' else 'CIFAR'} statistics"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
-        + f", {cfg.data.workers} loader workers",
+        + (
+            ", training split held on the device (--loader device)"
+            if cfg.data.loader == "device"
+            else f", {cfg.data.workers} loader workers"
+        ),
         f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
         f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}",
     ]

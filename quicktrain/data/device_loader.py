@@ -1,0 +1,79 @@
+"""``--loader device``: the training split kept on the training device as one uint8 tensor.
+
+Shuffling, pad-4 crop and flip run there as batched tensor ops (one gather per batch), with
+no worker processes and no host-to-device copy per batch. The order and the augmentation
+parameters are the DataLoader path's own (:class:`EpochBatches`, :class:`CropFlip` from
+(seed, epoch)), so for one seed both loaders yield identical batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from quicktrain.data.arrays import Split
+from quicktrain.data.augment import CropFlip
+from quicktrain.data.loader import EpochBatches
+
+PAD = 4
+
+
+def crop_flip_tensor(
+    padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor
+) -> torch.Tensor:
+    """Crops of ``padded`` (N, C, H+2p, W+2p) at (dy, dx), mirrored where ``flip``, for the
+    samples ``index``: one advanced-indexing gather -> (B, C, H, W)."""
+    _, c, hp, wp = padded.shape
+    h, w = hp - 2 * PAD, wp - 2 * PAD
+    ar_h = torch.arange(h, device=padded.device)
+    ar_w = torch.arange(w, device=padded.device)
+    rows = dy[:, None] + ar_h  # (B, H)
+    cols = dx[:, None] + torch.where(flip[:, None], ar_w.flip(0), ar_w)  # (B, W)
+    channels = torch.arange(c, device=padded.device)
+    return padded[
+        index[:, None, None, None], channels[None, :, None, None], rows[:, None, :, None], cols[:, None, None, :]
+    ]
+
+
+class DeviceLoader:
+    """Iterates effective batches of (uint8 images, labels) already on ``device``."""
+
+    def __init__(
+        self,
+        split: Split,
+        batch_size: int,
+        seed: int,
+        device: torch.device,
+        augment: bool = True,
+        rank: int = 0,
+        world: int = 1,
+    ) -> None:
+        self.batch_sampler = EpochBatches(len(split), batch_size, seed, shuffle=True, rank=rank, world=world)
+        self.n, self.seed, self.augment, self.device = len(split), seed, augment, device
+        images = torch.from_numpy(split.images).to(device).permute(0, 3, 1, 2)  # (N, C, H, W) uint8
+        self.padded = F.pad(images, (PAD, PAD, PAD, PAD)) if augment else images.contiguous()
+        self.labels = torch.from_numpy(split.labels).to(device)
+        self._params: tuple[int, tuple[torch.Tensor, ...]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+    def _epoch_params(self, epoch: int) -> tuple[torch.Tensor, ...]:
+        if self._params is None or self._params[0] != epoch:
+            p = CropFlip.draw(self.n, self.seed, epoch, pad=PAD)
+            moved = tuple(torch.from_numpy(a).to(self.device) for a in (p.dy, p.dx, p.flip))
+            self._params = (epoch, moved)
+        return self._params[1]
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in self.batch_sampler:
+            coded = torch.tensor(batch, device=self.device)
+            epoch, index = int(batch[0]) // self.n, coded % self.n
+            if self.augment:
+                dy, dx, flip = self._epoch_params(epoch)
+                x = crop_flip_tensor(self.padded, index, dy[index], dx[index], flip[index])
+            else:
+                x = self.padded[index]
+            yield x, self.labels[index]

@@ -1,0 +1,58 @@
+"""`--loader device`: the same batches as the DataLoader path, augmentation right on hand-made images."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from conftest import tiny_config
+
+from quicktrain.config import DataConfig
+from quicktrain.data.arrays import Split
+from quicktrain.data.augment import crop_flip
+from quicktrain.data.device_loader import DeviceLoader, crop_flip_tensor
+from quicktrain.data.loader import make_loader, set_epoch
+from quicktrain.data.sources import load_arrays
+from quicktrain.engine.trainer import train
+
+CPU = torch.device("cpu")
+
+
+def _split(n: int = 50) -> Split:
+    return load_arrays(DataConfig(dataset="synthetic", max_train_samples=n)).train
+
+
+def test_each_sample_once_per_epoch_and_the_same_batches_as_the_dataloader() -> None:
+    split = _split()
+    device, host = DeviceLoader(split, 16, seed=3, device=CPU), make_loader(split, 16, True, seed=3)
+    for epoch in (0, 1):
+        set_epoch(device, epoch)
+        set_epoch(host, epoch)
+        batches = list(device)
+        assert len(batches) == len(device) == 4
+        for (xd, yd), (xh, yh) in zip(batches, host):
+            assert torch.equal(xd, xh) and torch.equal(yd, yh)
+    set_epoch(device, 0)
+    seen = torch.cat([x for x, _ in DeviceLoader(split, 16, seed=3, device=CPU, augment=False)])
+    rows = sorted(map(bytes, seen.permute(0, 2, 3, 1).reshape(len(seen), -1).numpy()))
+    assert rows == sorted(map(bytes, split.images.reshape(len(split), -1)))  # every sample exactly once
+
+
+def test_crop_offset_and_flip_on_hand_made_images() -> None:
+    img = np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3)
+    padded = torch.nn.functional.pad(torch.from_numpy(img).permute(0, 3, 1, 2), (4, 4, 4, 4))
+    dy, dx, flip = np.array([4, 5]), np.array([4, 3]), np.array([False, True])
+    out = crop_flip_tensor(padded, torch.arange(2), torch.from_numpy(dy), torch.from_numpy(dx), torch.from_numpy(flip))
+    assert torch.equal(out[0], torch.from_numpy(img[0]).permute(2, 0, 1))  # centre crop, no flip: unchanged
+    # sample 1: one row down (last row zero padding), one column left, then mirrored
+    expected = crop_flip(img, dy, dx, flip)
+    assert torch.equal(out, torch.from_numpy(expected).permute(0, 3, 1, 2))
+    assert (out[1, :, -1, :] == 0).all()
+
+
+def test_training_with_the_device_loader_matches_the_dataloader(tmp_path) -> None:
+    host = train(tiny_config(tmp_path / "host", **{"run.epochs": 2}))
+    device = train(tiny_config(tmp_path / "device", **{"run.epochs": 2, "data.loader": "device"}))
+    assert host.summary["data_order"] == device.summary["data_order"]
+    a = torch.load(tmp_path / "host" / "model.pt", weights_only=True)
+    b = torch.load(tmp_path / "device" / "model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
