@@ -49,7 +49,9 @@ HELP = {
     "optim.warmup_epochs": "linear warm-up length for the cosine schedule",
     "techniques.amp": "mixed precision: bf16 (CPU or GPU), fp16 (CUDA, with GradScaler), auto (best the "
     "hardware supports), off",
-    "techniques.micro_batch_size": "samples per forward/backward; --batch-size / this = accumulation steps",
+    "techniques.micro_batch_size": "samples per forward/backward; --batch-size / this = accumulation steps; auto: "
+    "the largest that fits (CUDA: probed with real steps, backing off on out-of-memory; CPU: half the available "
+    "memory, or $QUICKTRAIN_CPU_MEMORY_MB)",
     "techniques.accum_steps": "gradient accumulation steps; --batch-size / this = micro-batch size",
     "techniques.pin_memory": "pin host memory and copy batches to the GPU asynchronously (no effect on CPU)",
     "techniques.channels_last": "NHWC memory format for images and conv weights",
@@ -79,9 +81,17 @@ def _converter(key: str, tp: Any) -> tuple[Any, dict[str, Any]]:
     """argparse type/choices for a config field's annotation."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        inner = next(t for t in typing.get_args(tp) if t is not type(None))
-        convert, extra = _converter(key, inner)
-        return (lambda text: None if text.lower() in ("none", "null") else convert(text)), extra
+        inner = [t for t in typing.get_args(tp) if t is not type(None)]
+        words = [w for t in inner if typing.get_origin(t) is Literal for w in typing.get_args(t)]  # e.g. "auto"
+        convert, extra = _converter(key, inner[0])
+
+        def union(text: str) -> Any:
+            if text.lower() in ("none", "null"):
+                return None
+            return text if text in words else convert(text)
+
+        union.__name__ = " or ".join([getattr(inner[0], "__name__", "value"), *words])  # argparse's "invalid X value"
+        return union, extra
     if origin is Literal:
         return str, {"choices": typing.get_args(tp)}
     return tp, {}

@@ -64,7 +64,7 @@ class OptimConfig:
 @dataclass(frozen=True)
 class TechniquesConfig:
     amp: Literal["off", "bf16", "fp16", "auto"] = "auto"
-    micro_batch_size: int | None = None  # with run.batch_size, sets accum_steps
+    micro_batch_size: int | Literal["auto"] | None = None  # with run.batch_size, sets accum_steps; auto: fit memory
     accum_steps: int | None = None  # with run.batch_size, sets micro_batch_size
     pin_memory: bool = False
     channels_last: bool = False
@@ -239,7 +239,18 @@ def _check_type(key: str, value: Any, tp: Any) -> Any:
         if value is None and type(None) in options:
             return None
         inner = [t for t in options if t is not type(None)]
-        return _check_type(key, value, inner[0])
+        if len(inner) == 1:
+            return _check_type(key, value, inner[0])
+        for option in inner:  # e.g. int | Literal["auto"]: the first type that takes the value
+            try:
+                return _check_type(key, value, option)
+            except ConfigError:
+                pass
+        accepted = " or ".join(
+            "/".join(map(str, typing.get_args(t))) if typing.get_origin(t) is Literal else f"an {t.__name__}"
+            for t in inner
+        )
+        raise ConfigError(f"{key}={value!r} is not accepted; use {accepted}")
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices:
@@ -268,7 +279,11 @@ def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
 
 
 # ---- combinations -------------------------------------------------------------------
-def _split_batch(batch: int, micro: int | None, accum: int | None) -> tuple[int, int]:
+def _split_batch(batch: int, micro: int | str | None, accum: int | None) -> tuple[int, int]:
+    if micro == "auto":
+        if accum is not None:
+            raise ConfigError("techniques.micro_batch_size=auto chooses the accumulation steps; do not set accum_steps")
+        return batch, 1  # until the run measures what fits (engine/setup.py)
     if micro is None and accum is None:
         return batch, 1
     if micro is not None and accum is not None:
@@ -294,6 +309,10 @@ def _split_batch(batch: int, micro: int | None, accum: int | None) -> tuple[int,
     return batch // accum, accum
 
 
+def _number(value: int | str | None) -> int | None:
+    return value if isinstance(value, int) else None
+
+
 def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 512)
 
@@ -310,7 +329,7 @@ def _validate(cfg: Config) -> None:
         "data.max_train_samples": cfg.data.max_train_samples,
         "data.max_test_samples": cfg.data.max_test_samples,
         "model.image_size": cfg.model.image_size,
-        "techniques.micro_batch_size": cfg.techniques.micro_batch_size,
+        "techniques.micro_batch_size": _number(cfg.techniques.micro_batch_size),
         "techniques.accum_steps": cfg.techniques.accum_steps,
         "optim.grad_clip": cfg.optim.grad_clip,
     }

@@ -5,6 +5,7 @@ Everything that can reject the user's input happens here, before any file is wri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import check_model, create_model
 from quicktrain.techniques import (
+    Accumulation,
     Distributed,
     Techniques,
     maybe_compile,
@@ -33,6 +35,7 @@ from quicktrain.techniques import (
     resolve_distributed,
     resolve_techniques,
 )
+from quicktrain.techniques.micro_batch import Prober
 
 
 @dataclass
@@ -83,6 +86,8 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
     model = model.to(device, memory_format=techniques.memory_format)
     num_params = sum(p.numel() for p in model.parameters())
+    if cfg.techniques.micro_batch_size == "auto":
+        techniques = _auto_micro_batch(techniques, model, image_size, arrays.num_classes, device)
 
     acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
@@ -131,6 +136,18 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         image_size=image_size,
         num_params=num_params,
     )
+
+
+def _auto_micro_batch(
+    techniques: Techniques, model: nn.Module, image_size: int, num_classes: int, device: torch.device
+) -> Techniques:
+    batch = techniques.accumulation.batch_size
+    micro, how = Prober(model, techniques.precision, image_size, num_classes, device).choose(batch)
+    logging.getLogger("quicktrain").info(
+        f"auto micro-batch: {micro} ({batch // micro} accumulation step{'s' if batch > micro else ''} "
+        f"for {batch} per update; {how})"
+    )
+    return dataclasses.replace(techniques, accumulation=Accumulation(batch, micro, batch // micro))
 
 
 def _eval_loader(split: Split | None, cfg: Config, pin: bool, dist: Distributed) -> DataLoader | None:
