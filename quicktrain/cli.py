@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from quicktrain.config import Config, parse_override, smoke
-from quicktrain.errors import QuicktrainError
+from quicktrain.errors import ConfigError, QuicktrainError
 
 HELP = {
     "data.dataset": "sample (bundled, offline default), synthetic[:CLASSES], cifar10, cifar100, or imagefolder:PATH "
@@ -142,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="YAML preset, e.g. configs/quickstart.yaml")
     train.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     train.add_argument(
+        "--techniques",
+        choices=["auto"],
+        help="auto: run 'quicktrain autotune' (off/bf16/fp16, channels-last, loader) first and train with the fastest",
+    )
+    train.add_argument(
         "--smoke",
         action="store_true",
         help="check a preset on CPU: same model, image size and optimizer, one update on 4 generated images "
@@ -152,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ablate_parser(sub)
     _add_report_parser(sub)
     _add_tune_parser(sub)
+    _add_autotune_parser(sub)
     models = sub.add_parser("models", help="list the models in the registry")
     models.add_argument("--all", action="store_true", help="include the tiny test_* models")
     return parser
@@ -241,6 +247,28 @@ def _add_tune_parser(sub: Any) -> None:
     _add_job_options(tune, "trial", skip=("run.target_accuracy", "data.load_test"))
 
 
+def _add_autotune_parser(sub: Any) -> None:
+    autotune = sub.add_parser(
+        "autotune",
+        help="time AMP, channels-last, compile and loader choices on this machine; write the fastest as a config",
+        description="Build the real model and step for every combination of AMP (off, bf16 where native, fp16 on "
+        "CUDA), channels-last, loader (torch, device) and torch.compile (CUDA, or --with-compile), time a few "
+        "warm updates of each (interleaved, repeated), and write the base config with the fastest combination to "
+        "--out, with the measured table as a comment. Ties within --tolerance keep the simpler setting.",
+        epilog="example: quicktrain autotune --model efficientnet_b0 --batch-size 128 --out tuned.yaml && "
+        "quicktrain train --config tuned.yaml",
+    )
+    autotune.add_argument("--out", help="config file to write [runs/autotune-MODEL.yaml]")
+    autotune.add_argument("--repeats", type=int, default=3, help="timed trials per candidate [3]")
+    autotune.add_argument("--steps", type=int, default=3, help="updates per timed trial [3]")
+    autotune.add_argument("--warmup", type=int, default=2, help="untimed updates first [2]")
+    autotune.add_argument(
+        "--tolerance", type=float, default=0.03, help="ties within this fraction keep the simpler [0.03]"
+    )
+    autotune.add_argument("--with-compile", action="store_true", help="also try torch.compile on a CPU (minutes each)")
+    _add_job_options(autotune, "candidate", skip=())
+
+
 def config_from_args(args: argparse.Namespace) -> Config:
     overrides = dict(parse_override(item) for item in args.overrides)
     overrides.update({k: v for k, v in vars(args).items() if "." in k})  # the flags given
@@ -292,6 +320,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.smoke:
         cfg = smoke(cfg)
+    if args.techniques == "auto":
+        from quicktrain.experiments.autotune import autotune, candidates
+
+        tuned = autotune(cfg, candidates(_device_of(cfg), with_compile=False))
+        print(format_table(tuned.table(), ["candidate", "images_per_s", "min", "max", "vs_plain"]) + "\n")
+        cfg = tuned.config
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
@@ -379,6 +413,32 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    from quicktrain.experiments.autotune import autotune, candidates, write_fragment
+    from quicktrain.reporting import format_table
+
+    base = config_from_args(args)
+    if min(args.repeats, args.steps, args.warmup) < 1:
+        raise ConfigError(
+            f"--repeats, --steps and --warmup must be at least 1, got {args.repeats}, {args.steps}, {args.warmup}"
+        )
+    device = _device_of(base)
+    result = autotune(
+        base, candidates(device, args.with_compile), args.repeats, args.warmup, args.steps, args.tolerance
+    )
+    out = Path(args.out or f"runs/autotune-{base.model.name}.yaml")
+    write_fragment(result, out, " ".join(["quicktrain", *args.argv]))
+    print(format_table(result.table(), ["candidate", "images_per_s", "min", "max", "vs_plain"]))
+    print(f"\nchosen: {result.best.name}; config: {out} (quicktrain train --config {out})")
+    return 0
+
+
+def _device_of(cfg: Config) -> Any:
+    from quicktrain.engine.setup import resolve_device
+
+    return resolve_device(cfg.run.device)
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     from quicktrain.models import list_models
     from quicktrain.reporting import format_table
@@ -399,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ablate": _cmd_ablate,
             "report": _cmd_report,
             "tune": _cmd_tune,
+            "autotune": _cmd_autotune,
             "models": _cmd_models,
         }
         return commands[args.command](args)

@@ -1,0 +1,171 @@
+"""``quicktrain autotune``: time each combination of speed switches on this machine, keep the fastest.
+
+Candidates: AMP off / bf16 (where the hardware computes it natively) / fp16 (CUDA),
+channels-last off/on, the DataLoader or the device-resident loader, and torch.compile off/on
+(on a CPU only with ``--with-compile``: each compile costs minutes). Each candidate builds the
+real model and training step, runs a few untimed warm-up updates on generated images of the
+run's size, then is timed over a few updates, several times, candidates interleaved. Every
+number is measured, none assumed. A candidate within ``tolerance`` of the fastest median that
+switches fewer things on wins the tie: simpler settings are kept unless speed says otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from quicktrain.atomic import atomic_write_text
+from quicktrain.config import Config
+from quicktrain.techniques.precision import cpu_supports_bf16
+
+log = logging.getLogger("quicktrain")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    amp: str = "off"
+    channels_last: bool = False
+    compile: bool = False
+    loader: str = "torch"
+
+    @property
+    def switches(self) -> int:
+        """How many things this candidate turns on (fewer = simpler)."""
+        return (self.amp != "off") + self.channels_last + self.compile + (self.loader != "torch")
+
+    @property
+    def name(self) -> str:
+        on = [f"amp={self.amp}"] if self.amp != "off" else []
+        on += [n for n, v in (("channels_last", self.channels_last), ("compile", self.compile)) if v]
+        on += ["loader=device"] if self.loader == "device" else []
+        return "+".join(on) or "plain"
+
+    def overrides(self) -> dict[str, Any]:
+        return {
+            "techniques.amp": self.amp,
+            "techniques.channels_last": self.channels_last,
+            "techniques.compile": self.compile,
+            "data.loader": self.loader,
+        }
+
+
+def candidates(device: torch.device, with_compile: bool) -> list[Candidate]:
+    amps = ["off"]
+    if device.type == "cuda":
+        amps += (["bf16"] if torch.cuda.is_bf16_supported() else []) + ["fp16"]
+    elif cpu_supports_bf16():
+        amps.append("bf16")
+    compiles = [False, True] if with_compile or device.type == "cuda" else [False]
+    return [
+        Candidate(a, cl, c, ld)
+        for a, cl, c, ld in itertools.product(amps, [False, True], compiles, ["torch", "device"])
+    ]
+
+
+def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Candidate:
+    """The fastest by median images/s; within ``tolerance`` of it, the one with fewest switches."""
+    medians = {c: statistics.median(v) for c, v in results.items()}
+    best = max(medians.values())
+    close = [c for c, m in medians.items() if m >= best * (1 - tolerance)]
+    return min(close, key=lambda c: (c.switches, -medians[c]))
+
+
+def measure_candidate(base: Config, candidate: Candidate, warmup: int, steps: int) -> Callable[[], float]:
+    """A function that times ``steps`` updates of the real training step (after ``warmup``
+    untimed ones, done here) and returns images/s."""
+    from quicktrain.engine.setup import build_run
+    from quicktrain.engine.trainer import training_engine
+    from quicktrain.metrics import synchronize
+
+    batch = base.run.batch_size
+    cfg = Config.from_overrides(
+        {
+            **candidate.overrides(),
+            "data.dataset": "synthetic",
+            "data.max_train_samples": batch * steps,
+            "data.max_test_samples": 10,
+            "data.resolution": base.data.resolution,
+            "run.epochs": 10**4,  # the schedule never ends during timing
+            "run.progress": False,
+            "run.tensorboard": False,
+        },
+        base,
+    )
+    run = build_run(cfg, progress=False)
+    engine, _ = training_engine(run.state)
+    engine.run(run.train_loader, max_epochs=1, epoch_length=min(warmup, len(run.train_loader)))
+
+    def timed() -> float:
+        engine.state.max_epochs = None
+        synchronize(run.device)
+        start = time.perf_counter()
+        engine.run(run.train_loader, max_epochs=1, epoch_length=len(run.train_loader))
+        synchronize(run.device)
+        return batch * steps / (time.perf_counter() - start)
+
+    return timed
+
+
+@dataclass
+class AutotuneResult:
+    best: Candidate
+    results: dict[Candidate, list[float]]
+    config: Config
+
+    def table(self) -> list[dict[str, Any]]:
+        base = statistics.median(self.results.get(Candidate(), [float("nan")]))
+        rows = []
+        for c, values in sorted(self.results.items(), key=lambda kv: -statistics.median(kv[1])):
+            m = statistics.median(values)
+            rows.append(
+                {
+                    "candidate": c.name + (" <- chosen" if c == self.best else ""),
+                    "images_per_s": m,
+                    "min": min(values),
+                    "max": max(values),
+                    "vs_plain": m / base,
+                }
+            )
+        return rows
+
+
+def autotune(
+    base: Config,
+    cands: list[Candidate],
+    repeats: int = 3,
+    warmup: int = 2,
+    steps: int = 3,
+    tolerance: float = 0.03,
+    timer: Callable[[Candidate], Callable[[], float]] | None = None,
+) -> AutotuneResult:
+    """Time every candidate ``repeats`` times (interleaved), pick, and return the base config
+    with the winner's switches. ``timer(candidate)`` may replace the real measurement (tests)."""
+    make = timer or (lambda c: measure_candidate(base, c, warmup, steps))
+    runners: dict[Candidate, Callable[[], float]] = {}
+    for c in cands:
+        log.info(f"autotune: preparing {c.name} (warm-up untimed)")
+        runners[c] = make(c)
+    results: dict[Candidate, list[float]] = {c: [] for c in cands}
+    for trial in range(repeats):
+        order = cands if trial % 2 == 0 else cands[::-1]
+        for c in order:
+            results[c].append(runners[c]())
+    best = pick(results, tolerance)
+    return AutotuneResult(best, results, Config.from_overrides(best.overrides(), base))
+
+
+def write_fragment(result: AutotuneResult, path: Path, command: str) -> Path:
+    from quicktrain.reporting import format_table
+
+    table = format_table(result.table(), ["candidate", "images_per_s", "min", "max", "vs_plain"])
+    header = "".join(f"# {line}\n" for line in [f"written by: {command}", "", *table.splitlines(), ""])
+    atomic_write_text(path, header + result.config.to_yaml())
+    return path

@@ -1,0 +1,67 @@
+"""`quicktrain autotune`: measured choice, ties keep the simpler setting, a usable config out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quicktrain.cli import main
+from quicktrain.config import Config
+from quicktrain.experiments.autotune import Candidate, autotune, candidates, pick
+
+PLAIN = Candidate()
+BF16 = Candidate(amp="bf16")
+BF16_CL = Candidate(amp="bf16", channels_last=True)
+CL = Candidate(channels_last=True)
+
+
+def test_the_fastest_median_wins() -> None:
+    assert pick({PLAIN: [100, 101, 99], BF16: [190, 200, 210], CL: [120, 119, 121]}) == BF16
+
+
+def test_a_tie_within_tolerance_keeps_the_simpler_setting() -> None:
+    # bf16+channels_last is 2% faster than bf16 alone: within 3%, so one switch fewer wins
+    assert pick({PLAIN: [100], BF16: [200], BF16_CL: [204]}, tolerance=0.03) == BF16
+    assert pick({PLAIN: [100], BF16: [200], BF16_CL: [220]}, tolerance=0.03) == BF16_CL  # 10%: real
+
+
+def test_every_candidate_is_measured_and_the_config_gets_the_winner() -> None:
+    timed = []
+    speeds = {PLAIN: 100.0, BF16: 150.0, CL: 260.0, BF16_CL: 200.0}  # e.g. efficientnet_b0 on this CPU
+
+    def timer(candidate: Candidate):
+        def run() -> float:
+            timed.append(candidate)
+            return speeds[candidate]
+
+        return run
+
+    result = autotune(Config(), list(speeds), repeats=2, timer=timer)
+    assert sorted(map(str, timed)) == sorted(map(str, list(speeds) * 2))  # each candidate, each repeat
+    assert result.best == CL
+    assert (result.config.techniques.amp, result.config.techniques.channels_last) == ("off", True)
+    assert result.table()[0]["candidate"] == "channels_last <- chosen"
+
+
+def test_candidates_on_this_cpu_skip_fp16_and_compile_unless_asked() -> None:
+    import torch
+
+    cpu = candidates(torch.device("cpu"), with_compile=False)
+    assert all(c.amp != "fp16" and not c.compile for c in cpu) and PLAIN in cpu
+    assert any(c.compile for c in candidates(torch.device("cpu"), with_compile=True))
+
+
+@pytest.mark.slow
+def test_real_tiny_model_writes_a_config_that_trains(tmp_path: Path) -> None:
+    out = tmp_path / "tuned.yaml"
+    argv = ["autotune", "--model", "test_resnet", "--batch-size", "16", "--repeats", "1", "--steps", "1",
+            "--warmup", "1", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    text = out.read_text()
+    assert "<- chosen" in text and "plain" in text  # the measured table travels with the config
+    cfg = Config.load(out)
+    assert cfg.model.name == "test_resnet" and cfg.run.batch_size == 16
+    run = ["train", "--config", str(out), "--dataset", "synthetic", "--max-train-samples", "32", "--epochs", "1",
+           "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
+    assert main(run) == 0
