@@ -86,6 +86,19 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
     model = model.to(device, memory_format=techniques.memory_format)
     num_params = sum(p.numel() for p in model.parameters())
+    pin = techniques.pinning.active
+    inputs = InputPipeline(
+        device,
+        non_blocking=pin,
+        image_size=cfg.model.image_size,
+        memory_format=techniques.memory_format,
+        # hub weights saw ImageNet statistics; from scratch (or a local state dict,
+        # e.g. an earlier quicktrain run) the CIFAR ones
+        **({"mean": IMAGENET_MEAN, "std": IMAGENET_STD} if cfg.model.pretrained == "hub" else {}),
+    )
+    if hasattr(model, "init_from_data"):  # data-dependent initialisation (speedrun_net's whitening)
+        sample = torch.from_numpy(arrays.train.images[:5000]).permute(0, 3, 1, 2).to(device)
+        model.init_from_data(inputs(sample))
     if cfg.techniques.micro_batch_size == "auto":
         techniques = _auto_micro_batch(techniques, model, image_size, arrays.num_classes, device)
 
@@ -94,14 +107,12 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     if cfg.data.loader == "device":
         train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, cfg.data.augment, rank, world)
     else:
-        pin = techniques.pinning.active
         train_loader = make_loader(
             arrays.train, cfg.run.batch_size, True, seed, workers, pin, cfg.data.augment, rank, world
         )
     updates_per_epoch = len(train_loader)
     optimizer = build_optimizer(model, cfg.optim)
     scheduler = build_scheduler(optimizer, cfg.optim, updates_per_epoch * cfg.run.epochs, updates_per_epoch)
-    pin = techniques.pinning.active
     state = TrainState(
         model=distributed.wrap(maybe_compile(model, techniques.compile), device),
         optimizer=optimizer,
@@ -109,15 +120,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         scaler=techniques.precision.make_scaler(),
         criterion=nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing),
         precision=techniques.precision,
-        inputs=InputPipeline(
-            device,
-            non_blocking=pin,
-            image_size=cfg.model.image_size,
-            memory_format=techniques.memory_format,
-            # hub weights saw ImageNet statistics; from scratch (or a local state dict,
-            # e.g. an earlier quicktrain run) the CIFAR ones
-            **({"mean": IMAGENET_MEAN, "std": IMAGENET_STD} if cfg.model.pretrained == "hub" else {}),
-        ),
+        inputs=inputs,
         micro_batch_size=acc.micro_batch_size,
         grad_clip=cfg.optim.grad_clip,
         distributed=distributed,

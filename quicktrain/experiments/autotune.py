@@ -5,8 +5,9 @@ channels-last off/on, the DataLoader or the device-resident loader, and torch.co
 (on a CPU only with ``--with-compile``: each compile costs minutes). Each candidate builds the
 real model and training step, runs a few untimed warm-up updates on generated images of the
 run's size, then is timed over a few updates, several times, candidates interleaved. Every
-number is measured, none assumed. A candidate within ``tolerance`` of the fastest median that
-switches fewer things on wins the tie: simpler settings are kept unless speed says otherwise.
+number is measured, none assumed. A candidate that switches fewer things on and ties with the
+fastest (its best trial within ``tolerance`` of the fastest median: a difference inside the
+noise) wins: simpler settings are kept unless speed says otherwise.
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ def candidates(device: torch.device, with_compile: bool) -> list[Candidate]:
 
 
 def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Candidate:
-    """The fastest by median images/s; within ``tolerance`` of it, the one with fewest switches."""
+    """The fastest by median images/s, unless a candidate with fewer switches ties with it: its
+    fastest trial reaches within ``tolerance`` of the winner's median (a tie within noise)."""
     medians = {c: statistics.median(v) for c, v in results.items()}
     best = max(medians.values())
-    close = [c for c, m in medians.items() if m >= best * (1 - tolerance)]
+    close = [c for c, v in results.items() if max(v) >= best * (1 - tolerance)]
     return min(close, key=lambda c: (c.switches, -medians[c]))
 
 

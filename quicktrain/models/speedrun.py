@@ -1,0 +1,69 @@
+"""A small convolutional net sized for CIFAR, after the ideas the CIFAR-10 speedrun record
+holders published (Page's ResNet, Keller Jordan's airbench), written for quicktrain.
+
+- A first 2x2 convolution initialised to whiten the input: its filters are the eigenvectors of
+  the covariance of 2x2 input patches, scaled by 1/sqrt(eigenvalue), with their negatives, so
+  its outputs are decorrelated and of unit variance. It is fitted from training images before
+  training (:meth:`SpeedrunNet.init_from_data`) and its weights stay fixed.
+- Three conv groups (conv, max-pool, BatchNorm, GELU, conv, BatchNorm, GELU), widths 64/256/256,
+  global max-pool, a bias-free linear head scaled down by 1/9.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from quicktrain.models.registry import register
+
+
+class ConvGroup(nn.Sequential):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__(
+            nn.Conv2d(cin, cout, 3, padding="same", bias=False),
+            nn.MaxPool2d(2),
+            nn.BatchNorm2d(cout, momentum=0.4),
+            nn.GELU(),
+            nn.Conv2d(cout, cout, 3, padding="same", bias=False),
+            nn.BatchNorm2d(cout, momentum=0.4),
+            nn.GELU(),
+        )
+
+
+class SpeedrunNet(nn.Module):
+    def __init__(self, num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256)) -> None:
+        super().__init__()
+        self.whiten = nn.Conv2d(3, 24, kernel_size=2, padding=0, bias=True)
+        self.whiten.weight.requires_grad_(False)
+        self.body = nn.Sequential(
+            nn.GELU(),
+            ConvGroup(24, widths[0]),
+            ConvGroup(widths[0], widths[1]),
+            ConvGroup(widths[1], widths[2]),
+            nn.AdaptiveMaxPool2d(1),
+            nn.Flatten(),
+        )
+        self.head = nn.Linear(widths[2], num_classes, bias=False)
+        self.scale = 1 / 9
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(self.whiten(x))) * self.scale
+
+    @torch.no_grad()
+    def init_from_data(self, images: torch.Tensor, eps: float = 5e-4) -> None:
+        """Whitening filters from ``images`` (N, 3, H, W), already normalised as in training."""
+        patches = images.float().unfold(2, 2, 1).unfold(3, 2, 1)  # (N, 3, H-1, W-1, 2, 2)
+        patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(-1, 12)  # one row per 2x2x3 patch
+        patches = patches - patches.mean(0)
+        cov = patches.T @ patches / len(patches)
+        eigenvalues, eigenvectors = torch.linalg.eigh(cov)
+        filters = (eigenvectors / torch.sqrt(eigenvalues + eps)).T.reshape(12, 3, 2, 2)
+        self.whiten.weight.copy_(torch.cat([filters, -filters]).to(self.whiten.weight))
+        self.whiten.bias.zero_()
+
+
+@register("speedrun_net", "CIFAR speedrun conv net (2M params): whitened 2x2 stem, 3 conv groups, max-pool head")
+def speedrun_net(num_classes: int, image_size: int, hub: bool) -> nn.Module:
+    if hub:
+        raise ValueError("speedrun_net has no published ImageNet weights; it trains from scratch")
+    return SpeedrunNet(num_classes)
