@@ -321,10 +321,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.smoke:
         cfg = smoke(cfg)
     if args.techniques == "auto":
-        from quicktrain.experiments.autotune import autotune, candidates
+        from quicktrain.experiments.autotune import TABLE_COLUMNS, autotune, candidates
 
         tuned = autotune(cfg, candidates(_device_of(cfg), with_compile=False))
-        print(format_table(tuned.table(), ["candidate", "images_per_s", "min", "max", "vs_plain"]) + "\n")
+        print(format_table(tuned.table(), TABLE_COLUMNS) + "\n")
         cfg = tuned.config
     if args.print_config:
         print(cfg.to_yaml(), end="")
@@ -414,7 +414,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
-    from quicktrain.experiments.autotune import autotune, candidates, write_fragment
+    from quicktrain.experiments.autotune import TABLE_COLUMNS, autotune, candidates, write_fragment
     from quicktrain.reporting import format_table
 
     base = config_from_args(args)
@@ -428,7 +428,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     )
     out = Path(args.out or f"runs/autotune-{base.model.name}.yaml")
     write_fragment(result, out, " ".join(["quicktrain", *args.argv]))
-    print(format_table(result.table(), ["candidate", "images_per_s", "min", "max", "vs_plain"]))
+    print(format_table(result.table(), TABLE_COLUMNS))
     print(f"\nchosen: {result.best.name}; config: {out} (quicktrain train --config {out})")
     return 0
 

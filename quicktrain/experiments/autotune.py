@@ -116,6 +116,9 @@ def measure_candidate(base: Config, candidate: Candidate, warmup: int, steps: in
     return timed
 
 
+TABLE_COLUMNS = ("candidate", "images_per_s", "min", "max", "vs_plain")
+
+
 @dataclass
 class AutotuneResult:
     best: Candidate
@@ -167,7 +170,7 @@ def autotune(
 def write_fragment(result: AutotuneResult, path: Path, command: str) -> Path:
     from quicktrain.reporting import format_table
 
-    table = format_table(result.table(), ["candidate", "images_per_s", "min", "max", "vs_plain"])
+    table = format_table(result.table(), TABLE_COLUMNS)
     header = "".join(f"# {line}\n" for line in [f"written by: {command}", "", *table.splitlines(), ""])
     atomic_write_text(path, header + result.config.to_yaml())
     return path
