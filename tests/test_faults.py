@@ -142,3 +142,19 @@ def test_nan_skip_drops_those_updates_and_goes_on(tmp_path: Path) -> None:
     assert s["status"] == "completed" and 0 < s["skipped_updates"] < s["optimizer_updates"]
     weights = torch.load(tmp_path / "model.pt", weights_only=True)
     assert all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point())
+
+
+def test_resume_may_change_how_often_to_checkpoint_and_the_loader(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, **{"run.epochs": 2, "run.keep_checkpoints": 3})
+    train(cfg)
+    newest = list_checkpoints(tmp_path / "checkpoints")[-1]
+    for path in (newest, newest.with_name(newest.name + ".sha256"), tmp_path / "summary.json"):
+        path.unlink()
+    changed = {
+        "run.resume": "auto",
+        "run.checkpoint_every_steps": 1,
+        "run.keep_checkpoints": 5,
+        "data.loader": "device",
+    }
+    result = train(tiny_config(tmp_path, **{"run.epochs": 2, **changed}))
+    assert result.summary["status"] == "completed" and result.summary["epochs_completed"] == 2

@@ -46,7 +46,17 @@ from quicktrain.techniques.layout import unwrap
 log = logging.getLogger("quicktrain")
 
 # config keys a resumed run may change: they do not alter what is computed
-_RESUMABLE_CHANGES = {"run.out", "run.resume", "run.progress", "run.tensorboard", "data.workers", "data.cache_dir"}
+_RESUMABLE_CHANGES = {
+    "run.out",
+    "run.resume",
+    "run.progress",
+    "run.tensorboard",
+    "run.keep_checkpoints",
+    "run.checkpoint_every_steps",
+    "data.workers",
+    "data.cache_dir",
+    "data.loader",  # the device loader yields the DataLoader path's batches
+}
 
 
 @dataclass
