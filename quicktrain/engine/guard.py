@@ -33,7 +33,7 @@ class NonFiniteGuard:
         return True
 
     def check(self, last_checkpoint: str) -> None:
-        """Stop the run if an update since the last check had non-finite gradients."""
+        """Stop the run if an update since the last check had a non-finite loss."""
         if self.policy != "stop":
             return
         first = int(self.first_bad)

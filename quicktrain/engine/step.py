@@ -44,7 +44,8 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), state.grad_clip)
     guard = state.guard or _default_guard(state, labels.device)
     scale_before = scaler.get_scale() if scaler.is_enabled() else None
-    applied = guard.allow(loss_sum, state.counters.num_updates)  # a NaN/Inf loss: its gradients are too
+    # a NaN/Inf loss on any process makes the all-reduced gradients NaN everywhere: decide together
+    applied = guard.allow(state.distributed.total(loss_sum), state.counters.num_updates)
     if applied:
         scaler.step(optimizer)  # skipped when unscale_ found inf/NaN gradients
         scaler.update()  # and then the scale is lowered

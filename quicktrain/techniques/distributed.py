@@ -66,6 +66,10 @@ class Distributed:
             dist.all_reduce(tensor)
         return tensor
 
+    def total(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The sum over all processes, as a new tensor (``tensor`` itself in a single process)."""
+        return self.sum_(tensor.clone()) if self.active else tensor
+
     def close(self) -> None:
         if self.active and dist.is_initialized():
             dist.destroy_process_group()
