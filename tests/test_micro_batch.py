@@ -28,10 +28,9 @@ def test_simulated_memory_limit_picks_the_largest_divisor_that_fits() -> None:
 def test_cuda_style_probe_backs_off_on_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     prober = Prober(torch.nn.Linear(3, 2), None, 4, 2, torch.device("cpu"))  # type: ignore[arg-type]
 
-    def step(size: int, backward: bool) -> list:
+    def step(size: int) -> None:
         if size > 12:
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        return []
 
     monkeypatch.setattr(prober, "_step", step)
     assert largest_fitting(96, prober.cuda_fits) == 12

@@ -11,13 +11,14 @@ number of finished trials (completed, pruned or failed) the study should reach.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import logging
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,20 +177,14 @@ def _objective(spec: TuneSpec, trial: Any) -> float:
         if row["epoch"] < epochs and trial.should_prune():  # a finished trial keeps its score
             raise RunStopped(f"pruned after epoch {row['epoch']}: {key} {row[key]:.4f}", status="pruned")
 
-    quiet, ignite_level = log.level, logging.getLogger("ignite").level
-    log.setLevel(logging.WARNING)  # one line per trial instead of each run's banner
-    logging.getLogger("ignite").setLevel(logging.CRITICAL)  # a pruned trial is not an engine error
     try:
-        result = train(spec.trial_config(params, folder), on_epoch=report)
+        with _quiet():
+            result = train(spec.trial_config(params, folder), on_epoch=report)
     except Exception as err:
         reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
         trial.set_user_attr("error", reason)
-        log.setLevel(quiet)
         log.info(f"  trial {trial.number}: failed: {reason}")
         raise
-    finally:
-        log.setLevel(quiet)
-        logging.getLogger("ignite").setLevel(ignite_level)
     took = time.perf_counter() - started
     summary = result.summary
     shown = ", ".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in params.items())
@@ -198,6 +193,20 @@ def _objective(spec: TuneSpec, trial: Any) -> float:
         raise optuna.TrialPruned(summary["error"])
     log.info(f"  trial {trial.number}: {key} {summary[key]:.4f} ({shown}; {took:.0f}s)")
     return summary[key]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """One line per trial instead of each run's banner; a pruned trial is not an Ignite error."""
+    ignite = logging.getLogger("ignite")
+    levels = log.level, ignite.level
+    log.setLevel(logging.WARNING)
+    ignite.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(levels[0])
+        ignite.setLevel(levels[1])
 
 
 def _short(value: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -24,7 +24,7 @@ class Distributed:
     world: int = 1
     local_rank: int = 0
     backend: str | None = None
-    allreduces: list[int] = field(default_factory=lambda: [0])  # gradient buckets all-reduced
+    allreduces: int = 0  # gradient buckets all-reduced
 
     @property
     def active(self) -> bool:
@@ -41,11 +41,10 @@ class Distributed:
         from torch.nn.parallel import DistributedDataParallel
 
         ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        counter = self.allreduces
 
         # no annotations: DDP checks them, and this module's are strings (__future__ annotations)
         def counted(state, bucket):
-            counter[0] += 1
+            self.allreduces += 1
             return allreduce_hook(state, bucket)
 
         ddp.register_comm_hook(None, counted)

@@ -57,9 +57,17 @@ class Prober:
         self.model, self.precision, self.device = model, precision, device
         self.image_size, self.num_classes = image_size, num_classes
 
-    def _step(self, size: int, backward: bool) -> list[torch.Tensor]:
+    def _loss(self, size: int) -> torch.Tensor:
         x = torch.randn(size, 3, self.image_size, self.image_size, device=self.device)
         y = torch.randint(0, self.num_classes, (size,), device=self.device)
+        with self.precision.autocast():
+            return nn.functional.cross_entropy(self.model(x), y)
+
+    def _step(self, size: int) -> None:
+        self._loss(size).backward()
+
+    def _layer_outputs(self, size: int) -> list[torch.Tensor]:
+        """Every leaf module's output tensor on a forward of ``size`` samples."""
         outputs: list[torch.Tensor] = []
         hooks = [
             m.register_forward_hook(lambda _m, _i, out: outputs.append(out) if torch.is_tensor(out) else None)
@@ -67,10 +75,8 @@ class Prober:
             if not list(m.children())
         ]
         try:
-            with self.precision.autocast():
-                loss = nn.functional.cross_entropy(self.model(x), y)
-            if backward:
-                loss.backward()
+            with torch.no_grad():
+                self._loss(size)
         finally:
             for hook in hooks:
                 hook.remove()
@@ -78,7 +84,7 @@ class Prober:
 
     def cuda_fits(self, size: int) -> bool:
         try:
-            self._step(size, backward=True)
+            self._step(size)
             return True
         except torch.OutOfMemoryError:
             return False
@@ -91,8 +97,7 @@ class Prober:
         """Bytes a micro-batch of ``size`` needs: fixed (weights, gradients, two optimizer
         buffers) + per sample (every layer's output, kept for the backward, and its gradient)."""
         fixed = 4 * sum(p.numel() * p.element_size() for p in self.model.parameters())
-        with torch.no_grad():
-            outputs = self._step(2, backward=False)
+        outputs = self._layer_outputs(2)
         activations = sum(o.numel() * o.element_size() for o in outputs) // 2  # of one sample
         per_sample = 2 * activations  # kept for the backward, plus their gradients
         return lambda size: fixed + size * per_sample
