@@ -29,7 +29,10 @@ HELP = {
     "data.workers": "DataLoader worker processes (0: load in the training process)",
     "data.loader": "torch: a DataLoader over host memory; device: the whole training split as one uint8 tensor on "
     "the training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
-    "data.augment": "pad-4 random crop and horizontal flip on training images",
+    "data.augment": "random crop (zero padding of --crop-pad) and horizontal flip on training images",
+    "data.crop_pad": "padding of the random crop: images shift by up to this many pixels",
+    "data.flip": "random: each image mirrored with probability 1/2 each epoch; alternate: a random first flip, "
+    "then mirrored every other epoch (airbench's derandomised flip)",
     "data.resolution": "imagefolder images of another size are resized to this when decoded",
     "data.cache_dir": "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)",
     "data.val_fraction": "hold out this fraction of every class of the training split as a validation split "
@@ -45,8 +48,14 @@ HELP = {
     "optim.weight_decay": "weight decay (not on biases and norm weights)",
     "optim.grad_clip": "clip the global gradient norm to this (after AMP unscaling)",
     "optim.label_smoothing": "label smoothing of the cross-entropy loss",
-    "optim.schedule": "learning-rate schedule, stepped per optimizer update",
+    "optim.schedule": "learning-rate schedule, stepped per optimizer update (triangle: airbench's, from 0.2x up "
+    "to the peak at 23%% of the updates, then down to 0.07x)",
     "optim.warmup_epochs": "linear warm-up length for the cosine schedule",
+    "optim.norm_bias_lr_scale": "learning-rate multiplier for the shifts (biases) of norm layers (speedrun "
+    "recipes use 64)",
+    "optim.lookahead": "lookahead weight averaging: every --lookahead-every updates the slow weights take "
+    "this decay x progress^3 and the model restarts from them; it ends on them (null: off)",
+    "optim.lookahead_every": "optimizer updates between two lookahead averaging steps",
     "techniques.amp": "mixed precision: bf16 (CPU or GPU), fp16 (CUDA, with GradScaler), auto (best the "
     "hardware supports), off",
     "techniques.micro_batch_size": "samples per forward/backward; --batch-size / this = accumulation steps; auto: "
@@ -59,6 +68,9 @@ HELP = {
     "run.epochs": "training epochs",
     "run.batch_size": "effective batch size: samples per optimizer update",
     "run.eval_batch_size": "batch size for evaluation",
+    "run.eval_every": "evaluate every N epochs, and always after the last (evaluation is never timed as training)",
+    "run.tta": "test-time augmentation: average the logits over the mirrored image (flip), and over the "
+    "mirrored image shifted by a pixel both ways (flip_translate: 6 views); timed as *_eval_time_s",
     "run.seed": "seed for initialisation, data order and augmentation",
     "run.device": "auto, cpu, cuda or cuda:N",
     "run.out": "run folder (default runs/<time>-<model>-<dataset>)",

@@ -34,7 +34,9 @@ class DataConfig:
     max_test_samples: int | None = None
     workers: int = 0  # DataLoader worker processes
     loader: Literal["torch", "device"] = "torch"  # device: the training split kept on the device, augmented there
-    augment: bool = True  # pad-4 random crop + horizontal flip on the training split
+    augment: bool = True  # random crop (zero padding) + horizontal flip on the training split
+    crop_pad: int = 4  # the random crop's padding: shifts of up to this many pixels
+    flip: Literal["random", "alternate"] = "random"  # alternate: each image mirrored every other epoch
     resolution: int = 32  # imagefolder images of another size are resized to this on decode
     cache_dir: str | None = None  # decoded-array cache; default ~/.cache/quicktrain
     val_fraction: float = 0.0  # class-balanced validation split carved out of train (seeded by run.seed)
@@ -57,8 +59,11 @@ class OptimConfig:
     weight_decay: float = 5e-4  # not applied to biases and norm weights
     grad_clip: float | None = None  # max global grad norm, applied after unscaling
     label_smoothing: float = 0.0
-    schedule: Literal["onecycle", "cosine", "constant"] = "onecycle"
-    warmup_epochs: float = 1.0  # cosine only; onecycle warms up for 30% of updates
+    schedule: Literal["onecycle", "cosine", "triangle", "constant"] = "onecycle"
+    warmup_epochs: float = 1.0  # cosine only; onecycle warms up for 30% of updates, triangle for 23%
+    norm_bias_lr_scale: float = 1.0  # learning rate multiplier for the shifts (biases) of norm layers
+    lookahead: float | None = None  # weight averaging: the slow weights' decay at the end of training
+    lookahead_every: int = 5  # optimizer updates between two averaging steps
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ class RunConfig:
     epochs: int = 6
     batch_size: int = 128  # the effective batch: samples per optimizer update
     eval_batch_size: int = 256
+    tta: Literal["off", "flip", "flip_translate"] = "off"  # test-time augmentation in evaluation
+    eval_every: int = 1  # evaluate every N epochs (and always after the last)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     out: str | None = None  # default runs/<time>-<model>-<dataset>
@@ -322,6 +329,7 @@ def _validate(cfg: Config) -> None:
         "run.epochs": cfg.run.epochs,
         "run.batch_size": cfg.run.batch_size,
         "run.eval_batch_size": cfg.run.eval_batch_size,
+        "run.eval_every": cfg.run.eval_every,
         "run.keep_checkpoints": cfg.run.keep_checkpoints,
         "run.checkpoint_every_steps": cfg.run.checkpoint_every_steps,
         "optim.lr": cfg.optim.lr,
@@ -332,12 +340,15 @@ def _validate(cfg: Config) -> None:
         "techniques.micro_batch_size": _number(cfg.techniques.micro_batch_size),
         "techniques.accum_steps": cfg.techniques.accum_steps,
         "optim.grad_clip": cfg.optim.grad_clip,
+        "optim.norm_bias_lr_scale": cfg.optim.norm_bias_lr_scale,
+        "optim.lookahead_every": cfg.optim.lookahead_every,
     }
     for key, value in positive.items():
         if value is not None and value <= 0:
             raise ConfigError(f"{key}={value} must be positive")
     non_negative = {
         "data.workers": cfg.data.workers,
+        "data.crop_pad": cfg.data.crop_pad,
         "optim.weight_decay": cfg.optim.weight_decay,
         "optim.momentum": cfg.optim.momentum,
         "optim.warmup_epochs": cfg.optim.warmup_epochs,
@@ -349,6 +360,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"data.val_fraction={cfg.data.val_fraction} must be in [0, 1), e.g. 0.1")
     if not cfg.data.load_test and cfg.run.target_accuracy is not None:
         raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
+    if cfg.optim.lookahead is not None and not 0.0 < cfg.optim.lookahead < 1.0:
+        raise ConfigError(f"optim.lookahead={cfg.optim.lookahead} must be in (0, 1), e.g. 0.77, or null for off")
     if not 0.0 <= cfg.optim.label_smoothing < 1.0:
         raise ConfigError(f"optim.label_smoothing={cfg.optim.label_smoothing} must be in [0, 1)")
     if cfg.run.target_accuracy is not None and not 0.0 < cfg.run.target_accuracy <= 1.0:

@@ -8,9 +8,9 @@ from conftest import tiny_config
 
 from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import crop_flip
+from quicktrain.data.augment import AugmentSpec, CropFlip, crop_flip
 from quicktrain.data.device_loader import DeviceLoader, crop_flip_tensor
-from quicktrain.data.loader import make_loader, set_epoch
+from quicktrain.data.loader import make_loader, order_fingerprint, set_epoch
 from quicktrain.data.sources import load_arrays
 from quicktrain.engine.trainer import train
 
@@ -47,6 +47,27 @@ def test_crop_offset_and_flip_on_hand_made_images() -> None:
     expected = crop_flip(img, dy, dx, flip)
     assert torch.equal(out, torch.from_numpy(expected).permute(0, 3, 1, 2))
     assert (out[1, :, -1, :] == 0).all()
+
+
+def test_a_smaller_crop_padding_shifts_less_and_both_loaders_agree() -> None:
+    split = _split()
+    spec = AugmentSpec(pad=2, flip="alternate")
+    device = DeviceLoader(split, 16, seed=3, device=CPU, spec=spec)
+    host = make_loader(split, 16, True, seed=3, spec=spec)
+    for (xd, yd), (xh, yh) in zip(device, host):
+        assert torch.equal(xd, xh) and torch.equal(yd, yh)
+    p = CropFlip.draw(5000, seed=0, epoch=0, spec=AugmentSpec(pad=2))
+    assert set(p.dy) == set(p.dx) == {0, 1, 2, 3, 4}
+    assert order_fingerprint(50, 0, 2, True, AugmentSpec(pad=2)) != order_fingerprint(50, 0, 2, True)
+
+
+def test_alternating_flip_mirrors_each_image_every_other_epoch() -> None:
+    spec = AugmentSpec(flip="alternate")
+    flips = np.stack([CropFlip.draw(1000, seed=0, epoch=e, spec=spec).flip for e in range(4)])
+    assert (flips[0] != flips[1]).all() and (flips[1] != flips[2]).all() and (flips[0] == flips[2]).all()
+    assert 400 < flips[0].sum() < 600  # the first flip is still random
+    random = np.stack([CropFlip.draw(1000, seed=0, epoch=e).flip for e in range(2)])
+    assert (random[0] == random[1]).mean() > 0.3  # random flips repeat by chance
 
 
 def test_training_with_the_device_loader_matches_the_dataloader(tmp_path) -> None:

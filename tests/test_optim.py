@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from quicktrain.config import OptimConfig
-from quicktrain.engine.optim import build_optimizer, build_scheduler, param_groups
+from quicktrain.engine.optim import build_optimizer, build_scheduler, param_groups, triangle
 from quicktrain.models import create_model
 
 
 def test_biases_and_norm_weights_are_not_decayed():
     model = create_model("test_resnet", num_classes=10)
-    decay, no_decay = param_groups(model, 5e-4)
+    decay, no_decay = param_groups(model, 5e-4, lr=0.1)
     assert decay["weight_decay"] == 5e-4 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim > 1 for p in decay["params"]) and all(p.ndim <= 1 for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
@@ -50,6 +50,37 @@ def test_cosine_warms_up_then_decays():
     assert lrs[10] == pytest.approx(1.0)
     assert lrs[-1] < 0.01
     assert all(a >= b for a, b in pairwise(lrs[10:]))
+
+
+def test_norm_shifts_get_the_larger_step_and_frozen_scales_are_left_out():
+    model = create_model("speedrun_net", num_classes=10)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    groups = param_groups(model, 5e-4, lr=0.1, norm_bias_lr_scale=64)
+    assert [g["lr"] for g in groups] == pytest.approx([0.1, 6.4])  # no other undecayed parameters here
+    assert {id(p) for p in groups[-1]["params"]} == {id(m.bias) for m in norms}
+    assert groups[-1]["weight_decay"] == 0.0
+    grouped = {id(p) for g in groups for p in g["params"]}
+    assert not grouped & {id(m.weight) for m in norms}  # BatchNorm scales are frozen in this model
+    assert grouped == {id(p) for p in model.parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("schedule", ["onecycle", "triangle", "cosine"])
+def test_every_schedule_keeps_the_norm_shifts_step_ratio(schedule):
+    cfg = OptimConfig(lr=0.2, schedule=schedule, norm_bias_lr_scale=64)
+    opt = build_optimizer(create_model("speedrun_net", num_classes=10), cfg)
+    sched = build_scheduler(opt, cfg, total_updates=20, updates_per_epoch=5)
+    for _ in range(20):
+        assert opt.param_groups[-1]["lr"] == pytest.approx(64 * opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+
+
+def test_triangle_rises_to_the_peak_at_23_percent_then_falls_to_7_percent():
+    lrs = _lrs(OptimConfig(lr=2.0, schedule="triangle"), total=101, per_epoch=10)
+    assert lrs[0] == pytest.approx(0.4)
+    assert max(lrs) == pytest.approx(2.0) and lrs.index(max(lrs)) == 23
+    assert all(a < b for a, b in pairwise(lrs[:24])) and all(a > b for a, b in pairwise(lrs[23:]))
+    assert triangle(101, 101) == pytest.approx(0.07) and lrs[-1] == pytest.approx(2.0 * triangle(100, 101))
 
 
 def test_constant_schedule():

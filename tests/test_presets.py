@@ -11,7 +11,9 @@ import yaml
 from quicktrain.cli import main
 from quicktrain.config import Config, smoke
 
-PAPER = sorted((Path(__file__).resolve().parents[1] / "configs" / "paper").glob("*.yaml"))
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+PAPER = sorted((CONFIGS / "paper").glob("*.yaml"))
+SPEEDRUN = CONFIGS / "speedrun_cifar10.yaml"
 
 
 def test_there_is_a_preset_per_model_and_dataset() -> None:
@@ -43,8 +45,17 @@ def test_smoke_keeps_model_and_optimizer_but_not_the_data() -> None:
     assert small.run.device == "cpu" and small.run.batch_size == 4
 
 
+def test_speedrun_recipe_uses_the_record_holders_ideas() -> None:
+    cfg = Config.load(SPEEDRUN)
+    assert cfg.model.name == "speedrun_net" and cfg.data.loader == "device"
+    assert cfg.optim.optimizer == "sgd" and cfg.optim.nesterov and cfg.optim.label_smoothing > 0
+    assert cfg.optim.norm_bias_lr_scale > 1 and cfg.optim.lookahead is not None
+    assert cfg.run.tta != "off" and cfg.techniques.channels_last and cfg.techniques.amp != "off"
+    assert cfg.data.dataset == "imagefolder:../shared/datasets/cifar10-jpeg"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", PAPER, ids=[p.stem for p in PAPER])
+@pytest.mark.parametrize("preset", [*PAPER, SPEEDRUN], ids=[p.stem for p in [*PAPER, SPEEDRUN]])
 def test_each_preset_trains_a_step_with_smoke(preset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert main(["train", "--config", str(preset), "--smoke", "--out", str(out), "--no-progress"]) == 0

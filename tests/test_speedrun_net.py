@@ -35,6 +35,17 @@ def test_whitening_init_decorrelates_input_patches() -> None:
     assert not net.whiten.weight.requires_grad
 
 
+def test_groups_start_near_identity_and_norm_scales_are_fixed() -> None:
+    net = SpeedrunNet()
+    first = net.body[1][0]  # the first group's first conv: 24 -> 64 channels
+    x = torch.randn(2, 24, 8, 8)
+    torch.testing.assert_close(first(x)[:, :24], x)  # Dirac init: channel i passes input channel i
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(norms) == 6
+    assert all(not m.weight.requires_grad and m.bias.requires_grad for m in norms)
+    assert not any(p.requires_grad for p in net.whiten.parameters())
+
+
 def test_speedrun_net_trains_a_few_steps_and_is_registered(tmp_path) -> None:
     assert isinstance(create_model("speedrun_net", 10), SpeedrunNet)
     result = train(tiny_config(tmp_path, **{"model.name": "speedrun_net", "run.epochs": 1, "optim.lr": 0.05}))

@@ -74,10 +74,15 @@ def test_time_to_target_is_recorded_or_null(tmp_path):
     assert missed.summary["time_to_target_s"] is None
 
 
-def test_resume_continues_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"optim.lookahead": 0.8, "optim.lookahead_every": 2, "optim.norm_bias_lr_scale": 8.0}],
+    ids=["plain", "lookahead"],
+)
+def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     """2 epochs straight == 1 epoch, killed, then resumed for the second (BatchNorm,
-    augmentation, momentum and a one-cycle schedule included)."""
-    overrides = {"run.epochs": 2, "model.name": "test_resnet", "optim.schedule": "onecycle"}
+    augmentation, momentum and a one-cycle schedule included; lookahead's slow weights too)."""
+    overrides = {"run.epochs": 2, "model.name": "test_resnet", "optim.schedule": "onecycle", **extra}
     straight = train(tiny_config(tmp_path / "straight", **overrides))
 
     real_evaluate = trainer_module.evaluate
@@ -180,3 +185,9 @@ def test_compiled_run_saves_plain_weights(tmp_path):
     weights = torch.load(result.folder / "model.pt", weights_only=True)
     assert not any(k.startswith("_orig_mod") for k in weights)
     create_model("test_vit", num_classes=10).load_state_dict(weights)
+
+
+def test_eval_every_skips_evaluations_but_always_evaluates_the_last_epoch(tmp_path):
+    result = train(tiny_config(tmp_path, **{"run.epochs": 3, "run.eval_every": 2}))
+    assert ["test_accuracy" in row for row in result.history] == [False, True, True]
+    assert result.summary["test_accuracy"] == result.history[-1]["test_accuracy"]

@@ -1,17 +1,34 @@
-"""CIFAR augmentation on uint8 batches: pad-4 random crop and horizontal flip.
+"""CIFAR augmentation on uint8 batches: random crop (zero padding, 4 pixels by default) and
+horizontal flip, random or alternating.
 
 The random parameters of a whole epoch are drawn up front from ``(seed, epoch)``, one row
 per sample index. A sample's augmentation therefore depends only on the seed, the epoch
 and its index: not on the batch it lands in, the accumulation split, or which worker
 process decodes it. That is what lets runs that differ only in micro-batch size see
 identical inputs.
+
+Alternating flip (airbench's derandomised flip): each image gets one random flip bit from the
+seed alone and is mirrored in every other epoch from then on, so over any two consecutive
+epochs the network sees both orientations of every image exactly once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class AugmentSpec:
+    """The training augmentation's settings (config ``data.crop_pad``, ``data.flip``)."""
+
+    pad: int = 4  # crops shift the image by up to this many pixels
+    flip: Literal["random", "alternate"] = "random"
+
+
+PAD4_RANDOM_FLIP = AugmentSpec()  # the usual CIFAR augmentation, and the default
 
 
 @dataclass(frozen=True)
@@ -23,13 +40,13 @@ class CropFlip:
     flip: np.ndarray  # (N,) bool
 
     @classmethod
-    def draw(cls, n: int, seed: int, epoch: int, pad: int = 4) -> CropFlip:
+    def draw(cls, n: int, seed: int, epoch: int, spec: AugmentSpec = PAD4_RANDOM_FLIP) -> CropFlip:
         rng = np.random.default_rng([seed, epoch, 0xA06])
-        return cls(
-            dy=rng.integers(0, 2 * pad + 1, n),
-            dx=rng.integers(0, 2 * pad + 1, n),
-            flip=rng.random(n) < 0.5,
-        )
+        dy, dx = rng.integers(0, 2 * spec.pad + 1, n), rng.integers(0, 2 * spec.pad + 1, n)
+        flip = rng.random(n) < 0.5
+        if spec.flip == "alternate":
+            flip = (np.random.default_rng([seed, 0xF11]).random(n) < 0.5) ^ bool(epoch % 2)
+        return cls(dy=dy, dx=dx, flip=flip)
 
     @classmethod
     def identity(cls, n: int, pad: int = 4) -> CropFlip:

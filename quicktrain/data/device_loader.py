@@ -14,19 +14,22 @@ import torch
 import torch.nn.functional as F
 
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import CropFlip
+from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip
 from quicktrain.data.loader import EpochBatches
-
-PAD = 4
 
 
 def crop_flip_tensor(
-    padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, flip: torch.Tensor
+    padded: torch.Tensor,
+    index: torch.Tensor,
+    dy: torch.Tensor,
+    dx: torch.Tensor,
+    flip: torch.Tensor,
+    pad: int = 4,
 ) -> torch.Tensor:
     """Crops of ``padded`` (N, C, H+2p, W+2p) at (dy, dx), mirrored where ``flip``, for the
     samples ``index``: one advanced-indexing gather -> (B, C, H, W)."""
     _, c, hp, wp = padded.shape
-    h, w = hp - 2 * PAD, wp - 2 * PAD
+    h, w = hp - 2 * pad, wp - 2 * pad
     ar_h = torch.arange(h, device=padded.device)
     ar_w = torch.arange(w, device=padded.device)
     rows = dy[:, None] + ar_h  # (B, H)
@@ -49,11 +52,12 @@ class DeviceLoader:
         augment: bool = True,
         rank: int = 0,
         world: int = 1,
+        spec: AugmentSpec = PAD4_RANDOM_FLIP,
     ) -> None:
         self.batch_sampler = EpochBatches(len(split), batch_size, seed, shuffle=True, rank=rank, world=world)
-        self.n, self.seed, self.augment, self.device = len(split), seed, augment, device
+        self.n, self.seed, self.augment, self.device, self.spec = len(split), seed, augment, device, spec
         images = torch.from_numpy(split.images).to(device).permute(0, 3, 1, 2)  # (N, C, H, W) uint8
-        self.padded = F.pad(images, (PAD, PAD, PAD, PAD)) if augment else images.contiguous()
+        self.padded = F.pad(images, (spec.pad,) * 4) if augment else images.contiguous()
         self.labels = torch.from_numpy(split.labels).to(device)
         self._params: tuple[int, tuple[torch.Tensor, ...]] | None = None
 
@@ -62,7 +66,7 @@ class DeviceLoader:
 
     def _epoch_params(self, epoch: int) -> tuple[torch.Tensor, ...]:
         if self._params is None or self._params[0] != epoch:
-            p = CropFlip.draw(self.n, self.seed, epoch, pad=PAD)
+            p = CropFlip.draw(self.n, self.seed, epoch, self.spec)
             moved = tuple(torch.from_numpy(a).to(self.device) for a in (p.dy, p.dx, p.flip))
             self._params = (epoch, moved)
         return self._params[1]
@@ -73,7 +77,7 @@ class DeviceLoader:
             epoch, index = int(batch[0]) // self.n, coded % self.n
             if self.augment:
                 dy, dx, flip = self._epoch_params(epoch)
-                x = crop_flip_tensor(self.padded, index, dy[index], dx[index], flip[index])
+                x = crop_flip_tensor(self.padded, index, dy[index], dx[index], flip[index], self.spec.pad)
             else:
                 x = self.padded[index]
             yield x, self.labels[index]

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import CropFlip, crop_flip
+from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip, crop_flip
 
 
 def epoch_seed(seed: int, epoch: int, stream: int) -> int:
@@ -33,15 +33,16 @@ class ArrayDataset(Dataset):
     Indices arrive as ``epoch * len(split) + i``: the epoch travels with every index, so
     augmentation is right in worker processes too, whatever epoch they were started in."""
 
-    def __init__(self, split: Split, augment: bool, seed: int = 0) -> None:
+    def __init__(self, split: Split, augment: bool, seed: int = 0, spec: AugmentSpec = PAD4_RANDOM_FLIP) -> None:
         self.split = split
         self.augment = augment
         self.seed = seed
+        self.spec = spec
         self._params: tuple[int, CropFlip] | None = None
 
     def params(self, epoch: int) -> CropFlip:
         if self._params is None or self._params[0] != epoch:
-            self._params = (epoch, CropFlip.draw(len(self.split), self.seed, epoch))
+            self._params = (epoch, CropFlip.draw(len(self.split), self.seed, epoch, self.spec))
         return self._params[1]
 
     def __len__(self) -> int:
@@ -52,7 +53,7 @@ class ArrayDataset(Dataset):
         images = self.split.images[idx]
         if self.augment:
             p = self.params(int(epoch[0]))  # a batch never spans two epochs
-            images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx])
+            images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx], self.spec.pad)
         # HWC -> CHW; contiguous so pinning and the copy move one dense block
         x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
         return x, torch.from_numpy(self.split.labels[idx])
@@ -135,10 +136,11 @@ def make_loader(
     augment: bool = True,
     rank: int = 0,
     world: int = 1,
+    spec: AugmentSpec = PAD4_RANDOM_FLIP,
 ) -> DataLoader:
     """A training loader (global batches of ``batch_size``, this rank's slice of each) or an
     evaluation loader (this rank's shard in batches of ``batch_size``)."""
-    dataset = ArrayDataset(split, augment=train and augment, seed=seed)
+    dataset = ArrayDataset(split, augment=train and augment, seed=seed, spec=spec)
     batches = (
         EpochBatches(len(split), batch_size, seed, shuffle=True, rank=rank, world=world)
         if train
@@ -162,14 +164,14 @@ def set_epoch(loader: DataLoader, epoch: int, start_batch: int = 0) -> None:
     loader.batch_sampler.start_batch = start_batch
 
 
-def order_fingerprint(n: int, seed: int, epochs: int, augment: bool) -> str:
+def order_fingerprint(n: int, seed: int, epochs: int, augment: bool, spec: AugmentSpec = PAD4_RANDOM_FLIP) -> str:
     """A short hash of every epoch's sample order and augmentation parameters: runs with the
     same fingerprint saw identical training inputs in identical order."""
     digest = hashlib.sha256()
     for epoch in range(epochs):
         digest.update(np.asarray(epoch_order(n, seed, epoch), dtype=np.int64).tobytes())
         if augment:
-            p = CropFlip.draw(n, seed, epoch)
+            p = CropFlip.draw(n, seed, epoch, spec)
             for part in (p.dy, p.dx, p.flip):
                 digest.update(np.ascontiguousarray(part).tobytes())
     return digest.hexdigest()[:16]

@@ -1,13 +1,13 @@
 """Checkpoints: everything needed to continue a run exactly, written so a crash cannot
 leave a half one that is taken for whole.
 
-Saved: model, optimizer, scheduler and scaler state; counters; the torch RNG states; the
-data position (epoch and batches done in it: order and augmentation are functions of
-(seed, epoch), so that is all the loader needs); the config. Each file is written
-atomically (temporary file, fsync, rename) and followed by a ``.sha256`` file; a checkpoint
-whose checksum is missing or wrong is not valid. ``--resume auto`` takes the newest valid
-one and reports any newer that was skipped. Files are loaded with ``weights_only=True``:
-only tensors and plain containers, no code.
+Saved: model, optimizer, scheduler and scaler state; the slow weights of weight averaging;
+counters; the torch RNG states; the data position (epoch and batches done in it: order and
+augmentation are functions of (seed, epoch), so that is all the loader needs); the config.
+Each file is written atomically (temporary file, fsync, rename) and followed by a ``.sha256``
+file; a checkpoint whose checksum is missing or wrong is not valid. ``--resume auto`` takes
+the newest valid one and reports any newer that was skipped. Files are loaded with
+``weights_only=True``: only tensors and plain containers, no code.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def capture(state: TrainState, config: dict[str, Any], position: tuple[int, int]
         "optimizer": state.optimizer.state_dict(),
         "scheduler": state.scheduler.state_dict(),
         "scaler": state.scaler.state_dict(),
+        "averaging": state.averaging.state_dict(),
         "counters": state.counters.state_dict(),
         "position": {"epoch": position[0], "batch": position[1]},
         "rng": rng,
@@ -54,6 +55,7 @@ def restore(state: TrainState, ckpt: dict[str, Any]) -> None:
     state.optimizer.load_state_dict(ckpt["optimizer"])
     state.scheduler.load_state_dict(ckpt["scheduler"])
     state.scaler.load_state_dict(ckpt["scaler"])
+    state.averaging.load_state_dict(ckpt.get("averaging", {}))
     state.counters.load_state_dict(ckpt["counters"])
     torch.set_rng_state(ckpt["rng"]["torch"])
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():

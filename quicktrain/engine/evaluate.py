@@ -1,4 +1,5 @@
-"""Evaluation on held-out data: loss, accuracy and macro-F1, under the training precision."""
+"""Evaluation on held-out data: loss, accuracy and macro-F1, under the training precision,
+optionally with test-time augmentation (the logits averaged over mirrored and shifted views)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from quicktrain.data.prepare import InputPipeline
@@ -21,6 +23,27 @@ class EvalResult:
     samples: int
 
 
+def mirrored(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Mean logits of the image and its left-right mirror."""
+    return 0.5 * (model(x) + model(x.flip(-1)))
+
+
+def mirrored_shifted(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Half the mirrored logits, half the mean of the mirrored logits of the image shifted by
+    one pixel up-left and down-right (reflection padding): six views."""
+    h, w = x.shape[-2:]
+    padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
+    shifted = [padded[..., :h, :w], padded[..., 2:, 2:]]
+    return 0.5 * mirrored(model, x) + 0.25 * sum(mirrored(model, s) for s in shifted)
+
+
+def plain(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)
+
+
+TTA = {"off": plain, "flip": mirrored, "flip_translate": mirrored_shifted}
+
+
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
@@ -29,9 +52,12 @@ def evaluate(
     precision: Precision,
     num_classes: int,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    tta: str = "off",
 ) -> EvalResult:
     """Loss, accuracy and macro-F1 over ``batches``; ``reduce`` sums the counts over
-    data-parallel processes that each evaluated their shard."""
+    data-parallel processes that each evaluated their shard; ``tta`` names a view-averaging
+    function of :data:`TTA`."""
+    logits_of = TTA[tta]
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), device=inputs.device, dtype=torch.float64)
@@ -39,7 +65,7 @@ def evaluate(
     for batch in batches:
         x, y = inputs.to_device(batch)
         with precision.autocast():
-            logits = model(inputs(x))
+            logits = logits_of(model, inputs(x))
         # loss in fp32 so the reported number does not depend on the AMP dtype's rounding
         loss_sum += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
         cm += confusion_matrix(logits.argmax(1), y, num_classes)

@@ -9,22 +9,31 @@ from torch import nn
 
 from quicktrain.config import OptimConfig
 
+_NORMS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+
+def param_groups(model: nn.Module, weight_decay: float, lr: float, norm_bias_lr_scale: float = 1.0) -> list[dict]:
     """Decay weights; leave biases and norm scales (1-D tensors) undecayed, as is usual:
-    decaying a BatchNorm/LayerNorm scale only fights the normalisation."""
-    decay, no_decay = [], []
+    decaying a BatchNorm/LayerNorm scale only fights the normalisation. Norm-layer shifts
+    get their own group with ``lr * norm_bias_lr_scale`` (the speedrun recipes' larger step
+    for them); frozen parameters are left out. Empty groups are dropped."""
+    norm_biases = {id(m.bias) for m in model.modules() if isinstance(m, _NORMS) and m.bias is not None}
+    decay, no_decay, shifts = [], [], []
     for p in model.parameters():
         if p.requires_grad:
-            (no_decay if p.ndim <= 1 else decay).append(p)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+            (shifts if id(p) in norm_biases else no_decay if p.ndim <= 1 else decay).append(p)
+    if norm_bias_lr_scale == 1.0:
+        no_decay, shifts = no_decay + shifts, []
+    groups = [
+        {"params": decay, "weight_decay": weight_decay, "lr": lr},
+        {"params": no_decay, "weight_decay": 0.0, "lr": lr},
+        {"params": shifts, "weight_decay": 0.0, "lr": lr * norm_bias_lr_scale},
     ]
+    return [g for g in groups if g["params"]]
 
 
 def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
-    groups = param_groups(model, cfg.weight_decay)
+    groups = param_groups(model, cfg.weight_decay, cfg.lr, cfg.norm_bias_lr_scale)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov and cfg.momentum > 0)
     if cfg.optimizer == "adam":
@@ -39,7 +48,7 @@ def build_scheduler(
     if cfg.schedule == "onecycle":
         return torch.optim.lr_scheduler.OneCycleLR(
             optimizer,
-            max_lr=cfg.lr,
+            max_lr=[group["lr"] for group in optimizer.param_groups],  # each group's own peak
             total_steps=max(total_updates, 2),
             pct_start=0.3,
             cycle_momentum=cfg.optimizer == "sgd" and cfg.momentum > 0,
@@ -54,4 +63,15 @@ def build_scheduler(
             return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
         return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    if cfg.schedule == "triangle":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: triangle(update, total_updates))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: 1.0)
+
+
+def triangle(update: int, total: int, start: float = 0.2, peak_at: float = 0.23, end: float = 0.07) -> float:
+    """airbench's schedule: linear from ``start`` x peak up to the peak at ``peak_at`` of the
+    updates, then linear down to ``end`` x peak at the last one. Momentum stays fixed."""
+    top = max(round(peak_at * total), 1)
+    if update <= top:
+        return start + (1.0 - start) * update / top
+    return 1.0 + (end - 1.0) * min((update - top) / max(total - top, 1), 1.0)

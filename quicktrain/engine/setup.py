@@ -15,8 +15,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from quicktrain.config import Config
+from quicktrain.config import Config, DataConfig
 from quicktrain.data.arrays import Arrays, Split
+from quicktrain.data.augment import AugmentSpec
 from quicktrain.data.device_loader import DeviceLoader
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
@@ -35,6 +36,7 @@ from quicktrain.techniques import (
     resolve_distributed,
     resolve_techniques,
 )
+from quicktrain.techniques.averaging import resolve_averaging
 from quicktrain.techniques.micro_batch import Prober
 
 
@@ -54,6 +56,10 @@ class Run:
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
     # an interrupted run reports, so time and work always cover the same epochs
     completed: Counters = field(default_factory=Counters)
+
+
+def augment_spec(data: DataConfig) -> AugmentSpec:
+    return AugmentSpec(pad=data.crop_pad, flip=data.flip)
 
 
 def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
@@ -104,15 +110,17 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
 
     acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
+    augment, spec = cfg.data.augment, augment_spec(cfg.data)
     if cfg.data.loader == "device":
-        train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, cfg.data.augment, rank, world)
+        train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, augment, rank, world, spec)
     else:
         train_loader = make_loader(
-            arrays.train, cfg.run.batch_size, True, seed, workers, pin, cfg.data.augment, rank, world
+            arrays.train, cfg.run.batch_size, True, seed, workers, pin, augment, rank, world, spec
         )
     updates_per_epoch = len(train_loader)
     optimizer = build_optimizer(model, cfg.optim)
-    scheduler = build_scheduler(optimizer, cfg.optim, updates_per_epoch * cfg.run.epochs, updates_per_epoch)
+    total_updates = updates_per_epoch * cfg.run.epochs
+    scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
     state = TrainState(
         model=distributed.wrap(maybe_compile(model, techniques.compile), device),
         optimizer=optimizer,
@@ -125,6 +133,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         grad_clip=cfg.optim.grad_clip,
         distributed=distributed,
         guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
+        averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates),
     )
     return Run(
         config=cfg,
@@ -200,7 +209,16 @@ def describe(run: Run) -> list[str]:
             else f", {cfg.data.workers} loader workers"
         ),
         f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
-        f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}",
+        f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}"
+        + (f", norm shifts' lr x{cfg.optim.norm_bias_lr_scale:g}" if cfg.optim.norm_bias_lr_scale != 1 else "")
+        + (
+            f", lookahead {cfg.optim.lookahead:g} every {cfg.optim.lookahead_every} updates"
+            if cfg.optim.lookahead is not None
+            else ""
+        ),
+        f"  evaluation    test-time augmentation {cfg.run.tta}, every "
+        + (f"{cfg.run.eval_every} epochs and after the last" if cfg.run.eval_every > 1 else "epoch")
+        + " (never timed as training)",
     ]
     return lines
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from quicktrain.data.prepare import InputPipeline
 from quicktrain.engine.guard import NonFiniteGuard
+from quicktrain.techniques.averaging import NoAveraging
 from quicktrain.techniques.distributed import Distributed
 from quicktrain.techniques.precision import Precision
 
@@ -54,6 +55,7 @@ class TrainState:
     counters: Counters = field(default_factory=Counters)
     distributed: Distributed = field(default_factory=Distributed)
     guard: NonFiniteGuard | None = None  # None: "stop" on the model's device
+    averaging: NoAveraging = field(default_factory=NoAveraging)  # lookahead weight averaging, or nothing
 
 
 @dataclass(frozen=True)

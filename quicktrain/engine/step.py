@@ -5,7 +5,7 @@ micro-batches: forward under autocast, loss weighted by the micro-batch's share 
 window, scaled backward (gradients all-reduced across data-parallel processes only on the
 last micro-batch); then once per update: unscale, clip, step (skipped on non-finite
 gradients by the fp16 scaler, or on a non-finite loss by the guard), scaler update,
-zero-grad, scheduler step.
+zero-grad, scheduler step, and the weight-averaging object's turn (it may do nothing).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
 
     state.counters.num_updates += 1
     state.counters.samples += window
+    state.averaging.after_update(model, state.counters.num_updates)  # a no-op unless averaging is on
     return StepMetrics(
         loss=loss_sum / window,
         samples=window,

@@ -35,7 +35,7 @@ from quicktrain.engine.checkpoint import (
 )
 from quicktrain.engine.evaluate import evaluate
 from quicktrain.engine.progress import attach_progress
-from quicktrain.engine.setup import Run, build_run, describe
+from quicktrain.engine.setup import Run, augment_spec, build_run, describe
 from quicktrain.engine.state import StepMetrics, TrainState
 from quicktrain.engine.step import train_step
 from quicktrain.errors import ConfigError, RunStopped, TrainingError
@@ -56,6 +56,8 @@ _RESUMABLE_CHANGES = {
     "data.workers",
     "data.cache_dir",
     "data.loader",  # the device loader yields the DataLoader path's batches
+    "run.eval_every",  # evaluation only reads the model
+    "run.tta",
 }
 
 
@@ -265,7 +267,7 @@ def _build_engine(
     cfg, state = run.config, run.state
     counters, dist = state.counters, run.techniques.distributed
     trainer, epoch_loss = training_engine(state)
-    watch = Stopwatch(run.device)
+    watch, eval_watch = Stopwatch(run.device), Stopwatch(run.device)
     epoch_length = len(run.train_loader)
     newest = {"checkpoint": "none"}
 
@@ -320,13 +322,22 @@ def _build_engine(
         train_loss = float(totals[0]) / max(float(totals[1]), 1.0)
         state.guard.check(newest["checkpoint"])
         row = {"epoch": engine.state.epoch, "train_loss": train_loss}
+        due = engine.state.epoch % cfg.run.eval_every == 0 or engine.state.epoch == cfg.run.epochs
         for split, loader in (("val", run.val_loader), ("test", run.test_loader)):
-            if loader is not None:
+            if loader is not None and due:
+                eval_watch.start()
                 result = evaluate(
-                    state.model, loader, state.inputs, state.precision, run.arrays.num_classes, reduce=dist.sum_
+                    state.model,
+                    loader,
+                    state.inputs,
+                    state.precision,
+                    run.arrays.num_classes,
+                    reduce=dist.sum_,
+                    tta=cfg.run.tta,
                 )
                 row.update({f"{split}_loss": result.loss, f"{split}_accuracy": result.accuracy})
                 row[f"{split}_f1_macro"] = result.f1_macro
+                row[f"{split}_eval_time_s"] = eval_watch.stop()  # test-time augmentation included
         row.update(
             {
                 "epoch_time_s": epoch_time,
@@ -406,6 +417,9 @@ def _summary(
         "test_accuracy": last.get("test_accuracy"),
         "test_f1_macro": last.get("test_f1_macro"),
         "test_loss": last.get("test_loss"),
+        "test_eval_time_s": last.get("test_eval_time_s"),
+        "tta": cfg.run.tta,
+        "weight_averaging": f"lookahead {cfg.optim.lookahead}" if run.state.averaging.active else "off",
         "best_test_accuracy": max(test_scores, default=None),
         "val_accuracy": last.get("val_accuracy"),
         "val_f1_macro": last.get("val_f1_macro"),
@@ -423,7 +437,9 @@ def _summary(
         "peak_memory_kind": peak_kind,
         "device": str(run.device),
         "seed": cfg.run.seed,
-        "data_order": order_fingerprint(len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment),
+        "data_order": order_fingerprint(
+            len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment, augment_spec(cfg.data)
+        ),
         "train_samples": len(run.arrays.train),
         "val_samples": len(run.arrays.val) if run.arrays.val is not None else 0,
         "test_samples": len(run.arrays.test) if run.arrays.test is not None else 0,

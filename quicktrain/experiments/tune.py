@@ -173,6 +173,8 @@ def _objective(spec: TuneSpec, trial: Any) -> float:
     epochs = spec.base.run.epochs
 
     def report(row: dict[str, Any]) -> None:
+        if key not in row:  # an epoch that run.eval_every did not evaluate
+            return
         trial.report(row[key], row["epoch"])
         if row["epoch"] < epochs and trial.should_prune():  # a finished trial keeps its score
             raise RunStopped(f"pruned after epoch {row['epoch']}: {key} {row[key]:.4f}", status="pruned")

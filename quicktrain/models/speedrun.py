@@ -4,9 +4,13 @@ holders published (Page's ResNet, Keller Jordan's airbench), written for quicktr
 - A first 2x2 convolution initialised to whiten the input: its filters are the eigenvectors of
   the covariance of 2x2 input patches, scaled by 1/sqrt(eigenvalue), with their negatives, so
   its outputs are decorrelated and of unit variance. It is fitted from training images before
-  training (:meth:`SpeedrunNet.init_from_data`) and its weights stay fixed.
+  training (:meth:`SpeedrunNet.init_from_data`) and stays fixed (weights and bias: nothing
+  behind it needs a gradient, which also spares the backward pass of the first group's input).
 - Three conv groups (conv, max-pool, BatchNorm, GELU, conv, BatchNorm, GELU), widths 64/256/256,
   global max-pool, a bias-free linear head scaled down by 1/9.
+- BatchNorm scales fixed at 1 (only the shifts learn; the recipe gives them a larger step),
+  convolutions start as identity on their first input channels (Dirac init): each group
+  starts close to passing its input through.
 """
 
 from __future__ import annotations
@@ -17,15 +21,28 @@ from torch import nn
 from quicktrain.models.registry import register
 
 
+def _conv(cin: int, cout: int) -> nn.Conv2d:
+    conv = nn.Conv2d(cin, cout, 3, padding="same", bias=False)
+    with torch.no_grad():
+        nn.init.dirac_(conv.weight[:cin])  # output channel i starts as input channel i
+    return conv
+
+
+def _norm(channels: int) -> nn.BatchNorm2d:
+    norm = nn.BatchNorm2d(channels, momentum=0.4, eps=1e-12)
+    norm.weight.requires_grad_(False)  # scale fixed at 1
+    return norm
+
+
 class ConvGroup(nn.Sequential):
     def __init__(self, cin: int, cout: int) -> None:
         super().__init__(
-            nn.Conv2d(cin, cout, 3, padding="same", bias=False),
+            _conv(cin, cout),
             nn.MaxPool2d(2),
-            nn.BatchNorm2d(cout, momentum=0.4),
+            _norm(cout),
             nn.GELU(),
-            nn.Conv2d(cout, cout, 3, padding="same", bias=False),
-            nn.BatchNorm2d(cout, momentum=0.4),
+            _conv(cout, cout),
+            _norm(cout),
             nn.GELU(),
         )
 
@@ -34,7 +51,7 @@ class SpeedrunNet(nn.Module):
     def __init__(self, num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256)) -> None:
         super().__init__()
         self.whiten = nn.Conv2d(3, 24, kernel_size=2, padding=0, bias=True)
-        self.whiten.weight.requires_grad_(False)
+        self.whiten.requires_grad_(False)
         self.body = nn.Sequential(
             nn.GELU(),
             ConvGroup(24, widths[0]),

@@ -95,7 +95,8 @@ def accuracy_curves(groups: Groups, path: Path) -> Path | None:
             per_epoch: dict[int, list[float]] = {}
             for run in arm.runs:
                 for row in run.history:
-                    per_epoch.setdefault(row["epoch"], []).append(row["test_accuracy"])
+                    if "test_accuracy" in row:  # epochs skipped by run.eval_every have none
+                        per_epoch.setdefault(row["epoch"], []).append(row["test_accuracy"])
             if per_epoch:
                 epochs = sorted(per_epoch)
                 ax.plot(epochs, [statistics.median(per_epoch[e]) for e in epochs], marker="o", label=arm.arm)
