@@ -31,6 +31,8 @@ HELP = {
     "the training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
     "data.augment": "random crop (zero padding of --crop-pad) and horizontal flip on training images",
     "data.crop_pad": "padding of the random crop: images shift by up to this many pixels",
+    "data.cutout": "set a random square of this side (clipped at the borders) to black in each training image, "
+    "after crop and flip; 0: off",
     "data.flip": "random: each image mirrored with probability 1/2 each epoch; alternate: a random first flip, "
     "then mirrored every other epoch (airbench's derandomised flip)",
     "data.resolution": "imagefolder images of another size are resized to this when decoded",

@@ -37,6 +37,7 @@ class DataConfig:
     augment: bool = True  # random crop (zero padding) + horizontal flip on the training split
     crop_pad: int = 4  # the random crop's padding: shifts of up to this many pixels
     flip: Literal["random", "alternate"] = "random"  # alternate: each image mirrored every other epoch
+    cutout: int = 0  # blank a random square of this side in each training image; 0: off
     resolution: int = 32  # imagefolder images of another size are resized to this on decode
     cache_dir: str | None = None  # decoded-array cache; default ~/.cache/quicktrain
     val_fraction: float = 0.0  # class-balanced validation split carved out of train (seeded by run.seed)
@@ -349,6 +350,7 @@ def _validate(cfg: Config) -> None:
     non_negative = {
         "data.workers": cfg.data.workers,
         "data.crop_pad": cfg.data.crop_pad,
+        "data.cutout": cfg.data.cutout,
         "optim.weight_decay": cfg.optim.weight_decay,
         "optim.momentum": cfg.optim.momentum,
         "optim.warmup_epochs": cfg.optim.warmup_epochs,

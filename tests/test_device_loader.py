@@ -8,7 +8,7 @@ from conftest import tiny_config
 
 from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import AugmentSpec, CropFlip, crop_flip
+from quicktrain.data.augment import AugmentSpec, CropFlip, crop_flip, cutout
 from quicktrain.data.device_loader import DeviceLoader, crop_flip_tensor
 from quicktrain.data.loader import make_loader, order_fingerprint, set_epoch
 from quicktrain.data.sources import load_arrays
@@ -77,3 +77,17 @@ def test_training_with_the_device_loader_matches_the_dataloader(tmp_path) -> Non
     a = torch.load(tmp_path / "host" / "model.pt", weights_only=True)
     b = torch.load(tmp_path / "device" / "model.pt", weights_only=True)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_cutout_blanks_one_clipped_square_and_both_loaders_agree() -> None:
+    centre = np.array([[0.5, 0.5], [0.0, 0.95]])  # middle; top edge, near the right edge
+    out = cutout(np.full((2, 8, 8, 3), 255, dtype=np.uint8), centre, size=4)
+    assert (out[0, 2:6, 2:6] == 0).all() and (out[0] == 0).sum() == 4 * 4 * 3
+    assert (out[1, 0:2, 5:8] == 0).all() and (out[1] == 0).sum() == 2 * 3 * 3  # clipped to 2 x 3
+    split = _split()
+    spec = AugmentSpec(pad=2, cutout=8)
+    device = DeviceLoader(split, 16, seed=3, device=CPU, spec=spec)
+    host = make_loader(split, 16, True, seed=3, spec=spec)
+    for (xd, yd), (xh, yh) in zip(device, host):
+        assert torch.equal(xd, xh) and torch.equal(yd, yh)
+    assert order_fingerprint(50, 3, 1, True, spec) != order_fingerprint(50, 3, 1, True, AugmentSpec(pad=2))

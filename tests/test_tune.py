@@ -164,9 +164,11 @@ def test_a_killed_study_resumes_to_the_asked_number_of_trials(tmp_path: Path) ->
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        # read the trial records, not the database: opening it while the worker creates its
-        # tables would race with it
-        if len(list(out.glob("trials/trial_*/summary.json"))) >= 2:
+        # read the trial folders, not the database: opening it while the worker creates its
+        # tables would race with it. Trials run one after another and a trial's number is
+        # given after the previous one is told to the study, so a third folder means two
+        # recorded outcomes (a second summary.json alone does not: it is written before)
+        if (out / "trials" / "trial_0002").exists():
             break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -1,5 +1,5 @@
-"""CIFAR augmentation on uint8 batches: random crop (zero padding, 4 pixels by default) and
-horizontal flip, random or alternating.
+"""CIFAR augmentation on uint8 batches: random crop (zero padding, 4 pixels by default),
+horizontal flip (random or alternating) and optional cutout.
 
 The random parameters of a whole epoch are drawn up front from ``(seed, epoch)``, one row
 per sample index. A sample's augmentation therefore depends only on the seed, the epoch
@@ -10,12 +10,16 @@ identical inputs.
 Alternating flip (airbench's derandomised flip): each image gets one random flip bit from the
 seed alone and is mirrored in every other epoch from then on, so over any two consecutive
 epochs the network sees both orientations of every image exactly once.
+
+Cutout (DeVries & Taylor): a ``cutout`` x ``cutout`` square at a random centre is set to 0
+(black), clipped at the borders; applied after crop and flip.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,6 +30,7 @@ class AugmentSpec:
 
     pad: int = 4  # crops shift the image by up to this many pixels
     flip: Literal["random", "alternate"] = "random"
+    cutout: int = 0  # side of the blanked square; 0: no cutout
 
 
 PAD4_RANDOM_FLIP = AugmentSpec()  # the usual CIFAR augmentation, and the default
@@ -38,6 +43,7 @@ class CropFlip:
     dy: np.ndarray  # (N,) int, 0..2*pad
     dx: np.ndarray  # (N,) int, 0..2*pad
     flip: np.ndarray  # (N,) bool
+    centre: np.ndarray | None = None  # (N, 2) cutout centres as fractions of height and width
 
     @classmethod
     def draw(cls, n: int, seed: int, epoch: int, spec: AugmentSpec = PAD4_RANDOM_FLIP) -> CropFlip:
@@ -46,7 +52,8 @@ class CropFlip:
         flip = rng.random(n) < 0.5
         if spec.flip == "alternate":
             flip = (np.random.default_rng([seed, 0xF11]).random(n) < 0.5) ^ bool(epoch % 2)
-        return cls(dy=dy, dx=dx, flip=flip)
+        centre = np.random.default_rng([seed, epoch, 0xC07]).random((n, 2)) if spec.cutout else None
+        return cls(dy=dy, dx=dx, flip=flip, centre=centre)
 
     @classmethod
     def identity(cls, n: int, pad: int = 4) -> CropFlip:
@@ -66,3 +73,20 @@ def crop_flip(images: np.ndarray, dy: np.ndarray, dx: np.ndarray, flip: np.ndarr
     rows = dy[:, None] + np.arange(h)  # (B, H)
     cols = dx[:, None] + cols  # (B, W)
     return padded[np.arange(b)[:, None, None], rows[:, :, None], cols[:, None, :]]
+
+
+def cutout_mask(centre: Any, size: int, h: int, w: int, arange: Callable[[int], Any]) -> Any:
+    """(B, H, W) booleans, True inside each sample's ``size`` x ``size`` square around
+    ``centre`` (B, 2) fractions. Written with operators only, so it serves numpy arrays
+    (``arange=np.arange``) and device tensors (a ``torch.arange`` on that device) alike."""
+    top = (centre[:, 0] * h).astype(int) if isinstance(centre, np.ndarray) else (centre[:, 0] * h).long()
+    left = (centre[:, 1] * w).astype(int) if isinstance(centre, np.ndarray) else (centre[:, 1] * w).long()
+    rows = arange(h)[None, :] - (top[:, None] - size // 2)
+    cols = arange(w)[None, :] - (left[:, None] - size // 2)
+    return ((rows >= 0) & (rows < size))[:, :, None] & ((cols >= 0) & (cols < size))[:, None, :]
+
+
+def cutout(images: np.ndarray, centre: np.ndarray, size: int) -> np.ndarray:
+    """images (B, H, W, C) uint8 with each sample's square set to 0."""
+    _, h, w, _ = images.shape
+    return np.where(cutout_mask(centre, size, h, w, np.arange)[..., None], np.uint8(0), images)

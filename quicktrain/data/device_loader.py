@@ -1,20 +1,22 @@
 """``--loader device``: the training split kept on the training device as one uint8 tensor.
 
-Shuffling, pad-4 crop and flip run there as batched tensor ops (one gather per batch), with
-no worker processes and no host-to-device copy per batch. The order and the augmentation
-parameters are the DataLoader path's own (:class:`EpochBatches`, :class:`CropFlip` from
-(seed, epoch)), so for one seed both loaders yield identical batches.
+Shuffling, random crop and flip run there as batched tensor ops (one gather per batch), the
+optional cutout as one masked fill; no worker processes, no host-to-device copy per batch.
+The order and the augmentation parameters are the DataLoader path's own
+(:class:`EpochBatches`, :class:`CropFlip` from (seed, epoch)), so for one seed both loaders
+yield identical batches.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip
+from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip, cutout_mask
 from quicktrain.data.loader import EpochBatches
 
 
@@ -67,7 +69,8 @@ class DeviceLoader:
     def _epoch_params(self, epoch: int) -> tuple[torch.Tensor, ...]:
         if self._params is None or self._params[0] != epoch:
             p = CropFlip.draw(self.n, self.seed, epoch, self.spec)
-            moved = tuple(torch.from_numpy(a).to(self.device) for a in (p.dy, p.dx, p.flip))
+            parts = (p.dy, p.dx, p.flip) if p.centre is None else (p.dy, p.dx, p.flip, p.centre)
+            moved = tuple(torch.from_numpy(a).to(self.device) for a in parts)
             self._params = (epoch, moved)
         return self._params[1]
 
@@ -76,8 +79,12 @@ class DeviceLoader:
             coded = torch.tensor(batch, device=self.device)
             epoch, index = int(batch[0]) // self.n, coded % self.n
             if self.augment:
-                dy, dx, flip = self._epoch_params(epoch)
+                dy, dx, flip, *centre = self._epoch_params(epoch)
                 x = crop_flip_tensor(self.padded, index, dy[index], dx[index], flip[index], self.spec.pad)
+                if centre:
+                    arange = functools.partial(torch.arange, device=self.device)
+                    mask = cutout_mask(centre[0][index], self.spec.cutout, *x.shape[-2:], arange)
+                    x = x.masked_fill(mask[:, None], 0)
             else:
                 x = self.padded[index]
             yield x, self.labels[index]

@@ -59,7 +59,7 @@ class Run:
 
 
 def augment_spec(data: DataConfig) -> AugmentSpec:
-    return AugmentSpec(pad=data.crop_pad, flip=data.flip)
+    return AugmentSpec(pad=data.crop_pad, flip=data.flip, cutout=data.cutout)
 
 
 def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
