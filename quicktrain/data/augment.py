@@ -79,11 +79,15 @@ def cutout_mask(centre: Any, size: int, h: int, w: int, arange: Callable[[int], 
     """(B, H, W) booleans, True inside each sample's ``size`` x ``size`` square around
     ``centre`` (B, 2) fractions. Written with operators only, so it serves numpy arrays
     (``arange=np.arange``) and device tensors (a ``torch.arange`` on that device) alike."""
-    top = (centre[:, 0] * h).astype(int) if isinstance(centre, np.ndarray) else (centre[:, 0] * h).long()
-    left = (centre[:, 1] * w).astype(int) if isinstance(centre, np.ndarray) else (centre[:, 1] * w).long()
+    top, left = _floor(centre[:, 0] * h), _floor(centre[:, 1] * w)
     rows = arange(h)[None, :] - (top[:, None] - size // 2)
     cols = arange(w)[None, :] - (left[:, None] - size // 2)
     return ((rows >= 0) & (rows < size))[:, :, None] & ((cols >= 0) & (cols < size))[:, None, :]
+
+
+def _floor(x: Any) -> Any:
+    """Non-negative fractions times a size -> integer indices, for numpy arrays or tensors."""
+    return x.astype(int) if isinstance(x, np.ndarray) else x.long()
 
 
 def cutout(images: np.ndarray, centre: np.ndarray, size: int) -> np.ndarray:
