@@ -56,8 +56,9 @@ def compare(sides: list[Side], repeats: int, warmup: int = 1) -> dict[str, list[
     return results
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.4g} [{min(values):.4g}-{max(values):.4g}]"
+def spread(values: list[float], unit: str = "") -> str:
+    """``median[unit] [min-max]``, e.g. ``680.1 s [673.1-722.9]``."""
+    return f"{statistics.median(values):.4g}{unit} [{min(values):.4g}-{max(values):.4g}]"
 
 
 def ratios(results: dict[str, list[float]], numerator: str, denominator: str) -> list[float]:

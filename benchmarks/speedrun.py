@@ -23,6 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import spread
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = (0.90, 0.92)
 BUDGET_S = 12 * 60  # the CPU goal: 90% within 12 minutes of training
@@ -68,10 +71,6 @@ def _fmt(t: tuple[float, float] | None) -> str:
     return "not reached" if t is None else f"{t[0]:6.1f} s (+TTA {t[1]:6.1f} s)"
 
 
-def _spread(values: list[float], unit: str = "") -> str:
-    return f"{statistics.median(values):.4g}{unit} [{min(values):.4g}-{max(values):.4g}]"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every run")
@@ -94,14 +93,14 @@ def main() -> None:
     accs, times = [r["test_accuracy"] for r in runs], [r["train_time_s"] for r in runs]
     with_tta = [r["train_time_s"] + r["tta_eval_time_s"] for r in runs]
     print(
-        f"median [min-max]: test accuracy {_spread(accs)}, training time {_spread(times, ' s')}, "
-        f"with the final TTA evaluation {_spread(with_tta, ' s')}"
+        f"median [min-max]: test accuracy {spread(accs)}, training time {spread(times, ' s')}, "
+        f"with the final TTA evaluation {spread(with_tta, ' s')}"
     )
     for target in TARGETS:
         reached = [r[f"time_to_{round(target * 100)}"] for r in runs]
         hit = [t[0] for t in reached if t is not None]
         print(
-            f"time to {target:.0%}: reached in {len(hit)}/{len(runs)} runs" + (f", {_spread(hit, ' s')}" if hit else "")
+            f"time to {target:.0%}: reached in {len(hit)}/{len(runs)} runs" + (f", {spread(hit, ' s')}" if hit else "")
         )
     met = statistics.median(accs) >= TARGETS[0] and statistics.median(times) <= BUDGET_S
     print(f"goal (median >= 90% in <= {BUDGET_S // 60} min of training): {'met' if met else 'NOT met'}")
