@@ -79,8 +79,8 @@ def quicktrain_job(model: str, amp: str, batch: int, steps: int, accum: int = 1,
     """The Ignite Engine running ``train_step`` with the loss tally, exactly as ``quicktrain
     train`` drives it, over ``steps`` updates of ``batch`` images split into ``accum`` micro-batches."""
     from quicktrain.config import Config
+    from quicktrain.engine.loop import training_engine
     from quicktrain.engine.setup import build_run
-    from quicktrain.engine.trainer import training_engine
 
     cfg = Config.from_overrides(
         {

@@ -76,7 +76,14 @@ HELP = {
     "run.seed": "seed for initialisation, data order and augmentation",
     "run.device": "auto, cpu, cuda or cuda:N",
     "run.out": "run folder (default runs/<time>-<model>-<dataset>)",
-    "run.target_accuracy": "record the training time at which test accuracy first reaches this fraction",
+    "run.target_accuracy": "record the training time (and update, epoch) at which test accuracy first reaches "
+    "this fraction; with --eval-every-steps at update resolution",
+    "run.stop_at_target": "end training at the first evaluation that reaches --target-accuracy (a completed run, "
+    "stopped_by: target)",
+    "run.max_time": "training-time budget in seconds (evaluation excluded): stop at the update that passes it, "
+    "with a checkpoint, a final evaluation and stopped_by: max_time",
+    "run.eval_every_steps": "also evaluate every N optimizer updates, mid-epoch (never timed as training); rows "
+    "in evals.jsonl",
     "run.resume": "checkpoint file to continue from, or 'auto' for the newest in --out",
     "run.progress": "progress bars",
     "run.tensorboard": "write TensorBoard event files into the run folder",
@@ -186,7 +193,10 @@ def _add_ablate_parser(sub: Any) -> None:
         description="Run every subset of --techniques (2^n arms, baseline = none) for each model, dataset "
         "and repeat, each in a fresh process, interleaved across repeats. Only the techniques under test "
         "differ between arms: effective batch, updates, schedule, seed and data order stay fixed. "
-        "Re-running the same command continues where it stopped. Other flags set the shared training job.",
+        "Re-running the same command continues where it stopped. Other flags set the shared training job. "
+        "With --target-accuracy each arm trains until it reaches the target (or --epochs / --max-time) and the report "
+        "compares times to the target (--no-stop-at-target: train on, recording the time it was reached); "
+        "--eval-every-steps N gives that time update resolution.",
         epilog="example: quicktrain ablate --techniques amp,ga,channels_last --models resnet18,vit_tiny "
         "--dataset imagefolder:../shared/datasets/cifar10-jpeg --max-train-samples 1000 --epochs 2 "
         "--repeats 3 --out runs/ablation && quicktrain report runs/ablation",
@@ -374,6 +384,9 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
     from quicktrain.experiments.grid import parse_techniques
 
     base = config_from_args(args)
+    if base.run.target_accuracy is not None and "run.stop_at_target" not in vars(args):
+        # time to target: each arm trains until it reaches the target or its cap (--epochs, --max-time)
+        base = Config.from_overrides({"run.stop_at_target": True}, base)
     spec = AblationSpec(
         techniques=parse_techniques(args.techniques),
         models=_csv_list(args.models, base.model.name),

@@ -84,10 +84,13 @@ class RunConfig:
     eval_batch_size: int = 256
     tta: Literal["off", "flip", "flip_translate"] = "off"  # test-time augmentation in evaluation
     eval_every: int = 1  # evaluate every N epochs (and always after the last)
+    eval_every_steps: int | None = None  # also evaluate every N optimizer updates (time to target per update)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     out: str | None = None  # default runs/<time>-<model>-<dataset>
     target_accuracy: float | None = None  # record when test accuracy first reaches it
+    stop_at_target: bool = False  # end training at the first evaluation that reaches target_accuracy
+    max_time: float | None = None  # stop after this many seconds of training time (evaluation excluded)
     resume: str | None = None  # checkpoint path, or "auto": newest in run.out
     progress: bool = True  # progress bars
     tensorboard: bool = True  # TensorBoard event files in the run folder
@@ -171,6 +174,9 @@ def smoke(cfg: Config) -> Config:
             "run.device": "cpu",
             "run.tensorboard": False,
             "run.target_accuracy": None,
+            "run.stop_at_target": False,
+            "run.max_time": None,
+            "run.eval_every_steps": None,
             "techniques.amp": "auto" if cfg.techniques.amp == "fp16" else cfg.techniques.amp,
             "techniques.micro_batch_size": None,
             "techniques.accum_steps": None,
@@ -333,6 +339,8 @@ def _validate(cfg: Config) -> None:
         "run.eval_every": cfg.run.eval_every,
         "run.keep_checkpoints": cfg.run.keep_checkpoints,
         "run.checkpoint_every_steps": cfg.run.checkpoint_every_steps,
+        "run.eval_every_steps": cfg.run.eval_every_steps,
+        "run.max_time": cfg.run.max_time,
         "optim.lr": cfg.optim.lr,
         "data.resolution": cfg.data.resolution,
         "data.max_train_samples": cfg.data.max_train_samples,
@@ -362,6 +370,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"data.val_fraction={cfg.data.val_fraction} must be in [0, 1), e.g. 0.1")
     if not cfg.data.load_test and cfg.run.target_accuracy is not None:
         raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
+    if cfg.run.stop_at_target and cfg.run.target_accuracy is None:
+        raise ConfigError("run.stop_at_target needs run.target_accuracy (e.g. --target-accuracy 0.9)")
     if cfg.optim.lookahead is not None and not 0.0 < cfg.optim.lookahead < 1.0:
         raise ConfigError(f"optim.lookahead={cfg.optim.lookahead} must be in (0, 1), e.g. 0.77, or null for off")
     if not 0.0 <= cfg.optim.label_smoothing < 1.0:

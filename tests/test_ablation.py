@@ -120,3 +120,22 @@ def test_cli_names_a_bad_technique_in_one_line(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "unknown technique 'fp8'" in err
     assert not (tmp_path / "a").exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_ablate_with_a_target_stops_each_arm_there_and_reports_time_to_target(tmp_path: Path) -> None:
+    from quicktrain.cli import main
+    from quicktrain.reporting.report import write_report
+
+    flags = ["--dataset", "synthetic", "--max-train-samples", "64", "--max-test-samples", "20", "--model", "test_vit"]
+    flags += ["--batch-size", "16", "--epochs", "2", "--no-tensorboard", "--amp", "off"]
+    argv = ["ablate", "--techniques", "ga", "--repeats", "1", "--out", str(tmp_path), "--no-progress", *flags]
+    # a target below chance is met by the first evaluation: after update 1 of 8
+    assert main([*argv, "--target-accuracy", "0.01", "--eval-every-steps", "1"]) == 0
+    rows = _rows(tmp_path)
+    assert len(rows) == 2
+    for r in rows:
+        assert r["stopped_by"] == "target" and r["reached_target"] == "True"
+        assert r["optimizer_updates"] == "1" == r["updates_to_target"]
+    text = write_report(tmp_path).read_text()
+    assert "| ga | 1 | 1 of 1 |" in text and "time to 0.01" in text

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import tiny_config
 
-from quicktrain.engine import trainer as trainer_module
+from quicktrain.engine import oom as oom_module
 from quicktrain.engine.checkpoint import find_resume, list_checkpoints
 from quicktrain.engine.trainer import train
 from quicktrain.errors import ConfigError, TrainingError
@@ -100,7 +100,7 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path
 
 
 def test_simulated_oom_halves_the_micro_batch_and_keeps_the_updates(tmp_path: Path, monkeypatch) -> None:
-    real = trainer_module.train_step
+    real = oom_module.train_step
     calls = []
 
     def step(state, batch):
@@ -109,7 +109,7 @@ def test_simulated_oom_halves_the_micro_batch_and_keeps_the_updates(tmp_path: Pa
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return real(state, batch)
 
-    monkeypatch.setattr(trainer_module, "train_step", step)
+    monkeypatch.setattr(oom_module, "train_step", step)
     result = train(tiny_config(tmp_path, **{"run.batch_size": 32}))  # 96 samples: 3 updates
     s = result.summary
     assert s["status"] == "completed" and s["optimizer_updates"] == 3
@@ -121,7 +121,7 @@ def test_oom_at_micro_batch_1_gives_up_clearly(tmp_path: Path, monkeypatch) -> N
     def step(state, batch):
         raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
 
-    monkeypatch.setattr(trainer_module, "train_step", step)
+    monkeypatch.setattr(oom_module, "train_step", step)
     with pytest.raises(TrainingError, match="out of memory even at micro-batch 1"):
         train(tiny_config(tmp_path, **{"run.batch_size": 4}))
 

@@ -9,8 +9,9 @@ from conftest import make_state, tiny_config
 
 from quicktrain.config import Config
 from quicktrain.data.synthetic import make_synthetic
+from quicktrain.engine import loop as loop_module
+from quicktrain.engine import oom as oom_module
 from quicktrain.engine import train, train_step
-from quicktrain.engine import trainer as trainer_module
 from quicktrain.errors import ConfigError
 from quicktrain.models import create_model
 from quicktrain.reporting import METRIC_FIELDS
@@ -85,7 +86,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     overrides = {"run.epochs": 2, "model.name": "test_resnet", "optim.schedule": "onecycle", **extra}
     straight = train(tiny_config(tmp_path / "straight", **overrides))
 
-    real_evaluate = trainer_module.evaluate
+    real_evaluate = loop_module.evaluate
     calls = {"n": 0}
 
     def dies_in_second_epoch(*args, **kwargs):
@@ -94,7 +95,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
             raise KeyboardInterrupt
         return real_evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "evaluate", dies_in_second_epoch)
+    monkeypatch.setattr(loop_module, "evaluate", dies_in_second_epoch)
     with pytest.raises(KeyboardInterrupt):
         train(tiny_config(tmp_path / "resumed", **overrides, **{"run.progress": True, "run.tensorboard": True}))
     interrupted = json.loads((tmp_path / "resumed" / "summary.json").read_text())
@@ -105,7 +106,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     assert interrupted["train_time_s"] == pytest.approx(interrupted["train_samples"] / interrupted["images_per_s"])
     assert not (tmp_path / "resumed" / "model.pt").exists()
 
-    monkeypatch.setattr(trainer_module, "evaluate", real_evaluate)
+    monkeypatch.setattr(loop_module, "evaluate", real_evaluate)
     resumed = train(tiny_config(tmp_path / "resumed", **overrides, **{"run.resume": "auto"}))
     assert resumed.summary["status"] == "completed"
     assert resumed.summary["optimizer_updates"] == straight.summary["optimizer_updates"]
@@ -120,7 +121,7 @@ def test_a_failing_run_is_recorded_as_failed(tmp_path, monkeypatch):
     def explode(state, batch):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(trainer_module, "train_step", explode)
+    monkeypatch.setattr(oom_module, "train_step", explode)
     # with progress bars and TensorBoard on: their handlers must not swallow the error
     with pytest.raises(RuntimeError, match="boom"):
         train(tiny_config(tmp_path / "run", **{"run.progress": True, "run.tensorboard": True}))

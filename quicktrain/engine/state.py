@@ -21,7 +21,7 @@ class Counters:
     """Progress, in the units that matter: optimizer updates are not micro-batches."""
 
     epoch: int = 0  # completed epochs
-    num_updates: int = 0  # optimizer updates attempted (the scheduler's clock)
+    num_updates: int = 0  # optimizer updates attempted, skipped ones included
     skipped_updates: int = 0  # updates skipped for non-finite gradients (GradScaler or --on-nonfinite skip)
     micro_steps: int = 0  # forward/backward passes
     oom_halvings: int = 0  # times an out-of-memory error halved the micro-batch
@@ -29,6 +29,9 @@ class Counters:
     train_time_s: float = 0.0  # training time so far, evaluation excluded
     wall_time_s: float = 0.0  # wall time of earlier processes of this run (resume)
     time_to_target_s: float | None = None  # train time when test accuracy first hit target
+    updates_to_target: int | None = None  # ... the optimizer updates done then
+    epochs_to_target: float | None = None  # ... and the epochs (fractional with --eval-every-steps)
+    accuracy_at_target: float | None = None  # the test accuracy of that evaluation
 
     def snapshot(self) -> Counters:
         return dataclasses.replace(self)

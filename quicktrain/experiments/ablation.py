@@ -33,8 +33,9 @@ log = logging.getLogger("quicktrain")
 CSV_COLUMNS = (
     "run", "model", "dataset", "arm", "repeat", "seed", "status", "error",
     "amp", "accum_steps", "micro_batch_size", "pin_memory", "pin_memory_active", "channels_last", "compile",
-    "epochs_completed", "optimizer_updates", "train_time_s", "wall_time_s", "images_per_s",
-    "test_accuracy", "test_f1_macro", "time_to_target_s", "data_order",
+    "epochs_completed", "optimizer_updates", "stopped_by", "train_time_s", "wall_time_s", "images_per_s",
+    "test_accuracy", "test_f1_macro", "chance_accuracy", "target_accuracy", "reached_target", "time_to_target_s",
+    "updates_to_target", "epochs_to_target", "accuracy_at_target", "max_time_s", "data_order",
 )  # fmt: skip
 
 
@@ -82,9 +83,12 @@ def run_ablation(spec: AblationSpec, argv: Sequence[str] = (), progress: bool = 
             bar.update()
             took = time.perf_counter() - started
             if summary["status"] == "completed":
+                ttt = summary.get("time_to_target_s")
+                reached = f", target at {ttt:.1f}s" if ttt is not None else ""
+                missed = ", target not reached" if summary.get("reached_target") is False else ""
                 bar.write(
                     f"  {job.name}: train {summary['train_time_s']:.1f}s, test acc {summary['test_accuracy']:.4f}"
-                    f"  ({took:.0f}s with start-up)"
+                    f"{reached}{missed}, stopped by {summary.get('stopped_by')}  ({took:.0f}s with start-up)"
                 )
             else:
                 bar.write(f"  {job.name}: {summary['status']}: {summary.get('error')}")

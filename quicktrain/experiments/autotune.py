@@ -83,8 +83,8 @@ def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Cand
 def measure_candidate(base: Config, candidate: Candidate, warmup: int, steps: int) -> Callable[[], float]:
     """A function that times ``steps`` updates of the real training step (after ``warmup``
     untimed ones, done here) and returns images/s."""
+    from quicktrain.engine.loop import training_engine
     from quicktrain.engine.setup import build_run
-    from quicktrain.engine.trainer import training_engine
     from quicktrain.metrics import synchronize
 
     batch = base.run.batch_size

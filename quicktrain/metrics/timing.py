@@ -27,11 +27,18 @@ class Stopwatch:
         synchronize(self.device)
         self._started = time.perf_counter()
 
-    def elapsed(self) -> float:
-        """Length of the running interval so far (0 when stopped)."""
+    @property
+    def running(self) -> bool:
+        return self._started is not None
+
+    def elapsed(self, sync: bool = True) -> float:
+        """Length of the running interval so far (0 when stopped). ``sync=False`` reads the
+        host clock only: no device sync, so queued GPU work is not yet counted (a budget
+        check per update can afford that; a measurement cannot)."""
         if self._started is None:
             return 0.0
-        synchronize(self.device)
+        if sync:
+            synchronize(self.device)
         return time.perf_counter() - self._started
 
     def stop(self) -> float:

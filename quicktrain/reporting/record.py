@@ -3,6 +3,7 @@
     config.yaml     the resolved config
     env.json        versions, device, CPU/GPU, command line
     metrics.jsonl   one row per epoch, appended and flushed as each epoch ends
+    evals.jsonl     one row per evaluation (epoch ends and --eval-every-steps), with its update
     summary.json    written last, atomically: its presence means the record is complete
     model.pt        final weights as a plain state dict (torch.load(..., weights_only=True))
     checkpoints/    resumable state, newest few epochs
@@ -45,6 +46,10 @@ class RunRecord:
     def metrics_file(self) -> Path:
         return self.folder / "metrics.jsonl"
 
+    @property
+    def evals_file(self) -> Path:
+        return self.folder / "evals.jsonl"
+
     def write_config(self, config_yaml: str) -> None:
         if not self.enabled:
             return
@@ -56,24 +61,41 @@ class RunRecord:
         atomic_write_text(self.folder / "env.json", json.dumps(env, indent=2) + "\n")
 
     def append_metrics(self, row: dict[str, Any]) -> None:
+        self._append(self.metrics_file, row)
+
+    def append_eval(self, row: dict[str, Any]) -> None:
+        self._append(self.evals_file, row)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        return self._read(self.metrics_file)
+
+    def read_evals(self) -> list[dict[str, Any]]:
+        return self._read(self.evals_file)
+
+    def truncate(self, epochs: int, updates: int) -> None:
+        """Keep the rows of the first ``epochs`` epochs and the evaluations of the first
+        ``updates`` updates: a resumed run rewrites what follows."""
         if not self.enabled:
             return
-        with self.metrics_file.open("a") as f:
+        for path, keep in (
+            (self.metrics_file, lambda r: r["epoch"] <= epochs),
+            (self.evals_file, lambda r: r["updates"] <= updates),
+        ):
+            rows = [r for r in self._read(path) if keep(r)]
+            atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+    def _append(self, path: Path, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with path.open("a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
-    def read_metrics(self) -> list[dict[str, Any]]:
-        if not self.enabled or not self.metrics_file.is_file():
+    def _read(self, path: Path) -> list[dict[str, Any]]:
+        if not self.enabled or not path.is_file():
             return []
-        return [json.loads(line) for line in self.metrics_file.read_text().splitlines() if line.strip()]
-
-    def truncate_metrics(self, epochs: int) -> None:
-        """Keep rows of the first ``epochs`` epochs (a resumed run rewrites what follows)."""
-        if not self.enabled:
-            return
-        rows = [r for r in self.read_metrics() if r["epoch"] <= epochs]
-        atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in rows))
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         if not self.enabled:

@@ -14,14 +14,27 @@ from pathlib import Path
 
 from quicktrain.atomic import atomic_write_text
 from quicktrain.errors import ConfigError
-from quicktrain.reporting.findings import findings
+from quicktrain.reporting.findings import findings, target_mode
 from quicktrain.reporting.plots import accuracy_curves, speedup_bars, tradeoff
-from quicktrain.reporting.runs import BASELINE, ArmStats, Groups, group_runs, load_runs
+from quicktrain.reporting.runs import BASELINE, ArmStats, Groups, group_runs, load_runs, mlperf_mean
 
 COLUMNS = (
-    "combination", "runs", "train time s (median)", "speed-up median [min-max]", "images/s",
-    "test acc", "macro-F1", "acc vs baseline", "time to target s",
+    "combination", "runs", "train time s (median)", "speed-up per fixed work", "images/s",
+    "test acc median [min-max]", "macro-F1", "acc vs baseline",
 )  # fmt: skip
+TARGET_COLUMNS = (
+    "combination", "runs", "reached target", "time to target s median [min-max]", "MLPerf mean s",
+    "speed-up to target (paired)", "updates to target", "test acc median [min-max]", "macro-F1", "acc vs baseline",
+    "train time s", "images/s",
+)  # fmt: skip
+RULES = (
+    "Rules: with a target, a speed-up is the baseline's time to the target over the combination's, paired by seed, "
+    "given only when every seed of both reached the target; the MLPerf mean (5 or more seeds) drops the fastest and "
+    "the slowest run and averages the rest. Without a target, speed-ups are per fixed number of epochs and say "
+    "nothing about accuracy. Runs whose median accuracy is below 1.5x chance are 'near chance': their accuracy is "
+    "not informative. 'No accuracy loss' needs 3 or more seeds per side and a drop within both the tolerance and the "
+    "seed-to-seed spread."
+)
 
 
 def write_report(root: str | Path, out: str | Path | None = None, tolerance: float = 0.01) -> Path:
@@ -71,6 +84,8 @@ def _header(root: Path, runs: list, groups: Groups) -> str:
         "Times are training time only (evaluation excluded). Speed-up = baseline time / combination time, "
         "paired by seed; accuracy and macro-F1 are on the held-out test split."
     )
+    lines.append("")
+    lines.append(RULES)
     return "\n".join(lines)
 
 
@@ -78,28 +93,41 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _spread(values: list[float], spec: str, unit: str = "") -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):{spec}}{unit} [{min(values):{spec}}-{max(values):{spec}}]"
+
+
 def _table(arms: dict[str, ArmStats]) -> str:
     base = arms.get(BASELINE)
     base_acc = base.median("test_accuracy") if base and base.runs else None
+    with_target = target_mode(arms)
     rows = []
     for arm in arms.values():
-        s = arm.speedups
-        speed = f"{statistics.median(s):.2f}x [{min(s):.2f}-{max(s):.2f}]" if s else "-"
         acc = arm.median("test_accuracy")
         delta = f"{100 * (acc - base_acc):+.1f} pts" if acc is not None and base_acc is not None else "-"
         runs = f"{arm.n}" + (f" (+{len(arm.failed)} failed)" if arm.failed else "")
-        rows.append(
-            [
-                arm.arm,
-                runs,
-                _fmt(arm.median("train_time_s"), ".1f"),
-                speed,
-                _fmt(arm.median("images_per_s"), ".1f"),
-                _fmt(acc, ".4f"),
-                _fmt(arm.median("test_f1_macro"), ".4f"),
-                delta,
-                _fmt(arm.median("time_to_target_s"), ".1f"),
-            ]
-        )
-    head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS)
-    return head + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+        accuracy = [_spread(arm.values("test_accuracy"), ".4f"), _fmt(arm.median("test_f1_macro"), ".4f"), delta]
+        speed = [_fmt(arm.median("train_time_s"), ".1f"), _fmt(arm.median("images_per_s"), ".1f")]
+        if with_target:
+            ttt = arm.values("time_to_target_s")
+            speedup = _spread(arm.target_speedups, ".2f", "x") if arm.target_speedups else "-"
+            reached = f"{arm.reached} of {arm.n}"
+            row = [arm.arm, runs, reached, _spread(ttt, ".1f"), _fmt(mlperf_mean(ttt), ".1f"), speedup]
+            rows.append([*row, _fmt(arm.median("updates_to_target"), ".0f"), *accuracy, *speed])
+        else:
+            speedup = _spread(arm.speedups, ".2f", "x") if arm.speedups else "-"
+            rows.append([arm.arm, runs, speed[0], speedup, speed[1], *accuracy])
+    columns = TARGET_COLUMNS if with_target else COLUMNS
+    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns)
+    chance = next((a.chance() for a in arms.values() if a.chance()), None)
+    target = next((a.target for a in arms.values() if a.target is not None), None)
+    notes = [f"chance accuracy {chance:.3f}" if chance else None, f"target accuracy {target:g}" if target else None]
+    said = "; ".join(n for n in notes if n)
+    return (
+        head
+        + "\n"
+        + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+        + (f"\n\n{said.capitalize()}." if said else "")
+    )

@@ -1,0 +1,89 @@
+"""The run's summary.json, built from its counters, config and evaluations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from quicktrain.data.loader import order_fingerprint
+from quicktrain.engine.setup import Run, augment_spec
+from quicktrain.metrics import peak_memory_mb
+
+
+def build_summary(
+    run: Run,
+    evals: list[dict[str, Any]],
+    wall_time_s: float,
+    status: str,
+    error: str | None,
+    stopped_by: str,
+) -> dict[str, Any]:
+    """summary.json: what ran, how it ended, its final held-out scores (from the last
+    evaluation, which may be mid-epoch) and its time to the target."""
+    cfg, counters, described = run.config, run.completed, run.techniques.describe()
+    last = evals[-1] if evals else {}
+    val_scores = [r["val_accuracy"] for r in evals if "val_accuracy" in r]
+    test_scores = [r["test_accuracy"] for r in evals if "test_accuracy" in r]
+    peak, peak_kind = peak_memory_mb(run.device)
+    return {
+        "status": status,
+        "error": error,
+        "stopped_by": stopped_by if status == "completed" else None,
+        "model": cfg.model.name,
+        "dataset": run.arrays.name,
+        **described,
+        "epochs": cfg.run.epochs,
+        "epochs_completed": counters.epoch,
+        "optimizer_updates": counters.num_updates,
+        "skipped_updates": counters.skipped_updates,
+        "oom_halvings": counters.oom_halvings,
+        "micro_batch_size_final": run.state.micro_batch_size,
+        "grad_allreduces": run.techniques.distributed.allreduces,
+        "micro_steps": counters.micro_steps,
+        "test_accuracy": last.get("test_accuracy"),
+        "test_f1_macro": last.get("test_f1_macro"),
+        "test_loss": last.get("test_loss"),
+        "test_eval_time_s": last.get("test_eval_time_s"),
+        "chance_accuracy": 1.0 / run.arrays.num_classes,
+        "tta": cfg.run.tta,
+        "weight_averaging": f"lookahead {cfg.optim.lookahead}" if run.state.averaging.active else "off",
+        "best_test_accuracy": max(test_scores, default=None),
+        "val_accuracy": last.get("val_accuracy"),
+        "val_f1_macro": last.get("val_f1_macro"),
+        "val_loss": last.get("val_loss"),
+        "best_val_accuracy": max(val_scores, default=None),
+        "train_time_s": counters.train_time_s,
+        "wall_time_s": wall_time_s,
+        # every process trains an equal share of each global batch
+        "images_per_s": counters.samples * run.techniques.distributed.world / counters.train_time_s
+        if counters.train_time_s
+        else None,
+        "target_accuracy": cfg.run.target_accuracy,
+        "reached_target": None if cfg.run.target_accuracy is None else counters.time_to_target_s is not None,
+        "time_to_target_s": counters.time_to_target_s,
+        "updates_to_target": counters.updates_to_target,
+        "epochs_to_target": counters.epochs_to_target,
+        "accuracy_at_target": counters.accuracy_at_target,
+        "stop_at_target": cfg.run.stop_at_target,
+        "max_time_s": cfg.run.max_time,
+        "eval_every_steps": cfg.run.eval_every_steps,
+        "evaluations": len(evals),
+        "final_eval_update": last.get("updates"),
+        "final_eval_epoch": last.get("epoch"),
+        "peak_memory_mb": round(peak, 1),
+        "peak_memory_kind": peak_kind,
+        "device": str(run.device),
+        "seed": cfg.run.seed,
+        "data_order": order_fingerprint(
+            len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment, augment_spec(cfg.data)
+        ),
+        "train_samples": len(run.arrays.train),
+        "val_samples": len(run.arrays.val) if run.arrays.val is not None else 0,
+        "test_samples": len(run.arrays.test) if run.arrays.test is not None else 0,
+        "image_size": run.image_size,
+        "num_classes": run.arrays.num_classes,
+        "num_params": run.num_params,
+        "optimizer": cfg.optim.optimizer,
+        "lr": cfg.optim.lr,
+        "finished_at": datetime.now().isoformat(timespec="seconds"),
+    }
