@@ -131,6 +131,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (
             kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": HELP[key]}
             if tp is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
+            elif key == "run.resume":  # a bare --resume is what people type: the newest checkpoint
+                kwargs.update(nargs="?", const="auto", metavar="CHECKPOINT|auto")
             else:
                 convert, extra = _converter(key, tp)
                 kwargs.update(type=convert, metavar=leaf.name.upper(), **extra)

@@ -140,7 +140,7 @@ class Config:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"config file '{path}' does not exist")
-        raw = load_yaml(path.read_text())
+        raw = load_yaml(path.read_text(), source=f"config file '{path}'")
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
@@ -200,7 +200,7 @@ def parse_override(item: str) -> tuple[str, Any]:
     key, sep, text = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"override '{item}' is not of the form section.key=value")
-    return key.strip(), load_yaml(text) if text.strip() else None
+    return key.strip(), load_yaml(text, source=f"override '{item}'") if text.strip() else None
 
 
 # ---- YAML without YAML 1.1's surprises ---------------------------------------------------
@@ -217,8 +217,25 @@ _Loader.add_implicit_resolver(
 )
 
 
-def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+def load_yaml(text: str, source: str = "YAML") -> Any:
+    """Parse with the safe loader; a syntax error or a refused tag (``!!python/...``) is a
+    :class:`ConfigError` naming ``source`` and the line."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.constructor.ConstructorError as err:
+        tag = f" ({err.problem})" if err.problem else ""
+        raise ConfigError(
+            f"{source} uses a YAML tag that quicktrain does not load{tag}{_where(err)}; only plain values, lists "
+            "and mappings are accepted"
+        ) from None
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{source} is not valid YAML: {problem}{_where(err)}") from None
+
+
+def _where(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
 # ---- typed construction -------------------------------------------------------------

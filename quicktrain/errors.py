@@ -21,6 +21,12 @@ class TrainingError(QuicktrainError):
     exit_status = 1
 
 
+class EnvironmentFault(QuicktrainError):
+    """The machine, not the input, failed (a full disk): the record says so; exit status 1."""
+
+    exit_status = 1
+
+
 class RunStopped(Exception):
     """Raised by an epoch hook to end a run early on purpose; the record's status says ``status``."""
 

@@ -77,6 +77,31 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monke
     assert not (tmp_path / "runs").exists()  # nothing half-written
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model: [unclosed\n", "is not valid YAML: expected ',' or ']', but got '<stream end>' at line 2, column 1"),
+        ("model: !!python/object/apply:os.system ['true']\n", "uses a YAML tag that quicktrain does not load"),
+    ],
+)
+def test_a_broken_or_unsafe_yaml_preset_is_one_line_and_exit_2(text, message, capsys, tmp_path):
+    preset = tmp_path / "bad.yaml"
+    preset.write_text(text)
+    assert main(["train", "--config", str(preset), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"config file '{preset}'" in err and message in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_bare_resume_means_auto():
+    from quicktrain.cli import build_parser
+
+    args = build_parser().parse_args(["train", "--out", "r", "--resume"])
+    assert vars(args)["run.resume"] == "auto"
+    assert vars(build_parser().parse_args(["train", "--resume", "r/checkpoints/c.pt"]))["run.resume"].endswith("c.pt")
+
+
 @pytest.mark.slow
 def test_resume_from_the_command_line_needs_only_the_folder(tmp_path, capsys):
     """An interrupted run (its last checkpoint, summary and weights gone) is continued with
@@ -90,7 +115,7 @@ def test_resume_from_the_command_line_needs_only_the_folder(tmp_path, capsys):
     assert len(newest) == 2  # the checkpoint and its checksum
     for path in [*newest, out / "summary.json", out / "model.pt"]:
         path.unlink()
-    assert main(["train", "--out", str(out), "--resume", "auto", "--no-progress"]) == 0
+    assert main(["train", "--out", str(out), "--resume", "--no-progress"]) == 0  # bare --resume: auto
     assert "resuming at epoch 2, batch 0" in capsys.readouterr().out
     resumed = torch.load(out / "model.pt", weights_only=True)
     assert all(torch.equal(finished[k], resumed[k]) for k in finished)

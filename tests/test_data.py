@@ -1,5 +1,6 @@
 """Datasets in their real on-disk formats, augmentation by hand, loader order and seeding."""
 
+import logging
 import os
 import pickle
 import shutil
@@ -102,6 +103,29 @@ def test_imagefolder_decodes_labels_and_caches(tmp_path, monkeypatch):
     monkeypatch.setattr(imagefolder, "decode_image", lambda *a: pytest.fail("decoded twice"))
     again = load_arrays(cfg, progress=False)
     np.testing.assert_array_equal(again.train.images, arrays.train.images)
+
+
+def test_a_damaged_cache_file_is_reported_once_and_rebuilt(tmp_path, monkeypatch, caplog):
+    _write_folder(tmp_path / "ds")
+    cache = tmp_path / "cache"
+    cfg = DataConfig(dataset=f"imagefolder:{tmp_path / 'ds'}", cache_dir=str(cache))
+    first = load_arrays(cfg, progress=False)
+    files = sorted(cache.glob("imagefolder-*.npz"))
+    assert files
+    for f in files:  # a copy cut short: the zip directory at the end is gone
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    logger = logging.getLogger("quicktrain")
+    logger.addHandler(caplog.handler)
+    try:
+        again = load_arrays(cfg, progress=False)
+    finally:
+        logger.removeHandler(caplog.handler)
+    np.testing.assert_array_equal(again.train.images, first.train.images)
+    damaged = sorted({r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()})
+    assert len(damaged) == len(files) and all("rebuilding it" in m for m in damaged)  # once per file
+    # rebuilt: the next load reads the cache without decoding or warning
+    monkeypatch.setattr(imagefolder, "decode_image", lambda *a: pytest.fail("decoded again"))
+    np.testing.assert_array_equal(load_arrays(cfg, progress=False).test.images, first.test.images)
 
 
 def test_imagefolder_subset_is_balanced_and_resizes(tmp_path):

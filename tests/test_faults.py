@@ -158,3 +158,62 @@ def test_resume_may_change_how_often_to_checkpoint_and_the_loader(tmp_path: Path
     }
     result = train(tiny_config(tmp_path, **{"run.epochs": 2, **changed}))
     assert result.summary["status"] == "completed" and result.summary["epochs_completed"] == 2
+
+
+def test_a_full_disk_while_checkpointing_fails_clearly_and_keeps_the_last_good_checkpoint(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """ENOSPC on the second epoch's checkpoint: exit 1 in one line, record says why, epoch 1's
+    checkpoint still loads (no temporary file left), and the run resumes from it."""
+    import errno
+
+    from quicktrain.cli import main
+    from quicktrain.engine import checkpoint as checkpoint_module
+
+    real = checkpoint_module.atomic_write
+    calls = {"pt": 0}
+
+    def fills_the_disk(path, write):
+        if path.suffix == ".pt":
+            calls["pt"] += 1
+            if calls["pt"] == 2:
+
+                def no_space(f):
+                    f.write(b"partial")
+                    raise OSError(errno.ENOSPC, "No space left on device")
+
+                return real(path, no_space)
+        return real(path, write)
+
+    monkeypatch.setattr(checkpoint_module, "atomic_write", fills_the_disk)
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "synthetic", "--max-train-samples", "64", "--max-test-samples", "16"]
+    argv += ["--model", "test_vit", "--batch-size", "32", "--epochs", "2", "--amp", "off", "--no-progress"]
+    argv += ["--no-tensorboard", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no space left on the device writing" in err and "--resume auto" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and "no space left" in summary["error"]
+    assert not list((out / "checkpoints").glob(".*.tmp"))  # the half-written file is gone
+    _, ckpt = find_resume("auto", out)
+    assert ckpt["position"] == {"epoch": 1, "batch": 0}
+    monkeypatch.setattr(checkpoint_module, "atomic_write", real)
+    assert main(["train", "--out", str(out), "--resume", "--no-progress"]) == 0
+    assert json.loads((out / "summary.json").read_text())["epochs_completed"] == 2
+
+
+def test_run_record_files_get_the_users_umask_not_0600(tmp_path: Path) -> None:
+    """Colleagues on a shared cluster folder can read each other's runs."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        folder = train(tiny_config(tmp_path / "run", **{"run.tensorboard": False})).folder
+    finally:
+        os.umask(old)
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert {"config.yaml", "summary.json", "model.pt", "metrics.jsonl", "env.json"} <= {p.name for p in files}
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path

@@ -16,7 +16,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from quicktrain.data.arrays import Arrays, Split, balanced_subset
-from quicktrain.data.cache import atomic_save_npz, cache_root
+from quicktrain.data.cache import atomic_save_npz, cache_root, load_cached
 from quicktrain.errors import DataError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff", ".ppm"}
@@ -76,9 +76,9 @@ def _decode_cached(paths: list[Path], resolution: int, cache_dir: str | None, pr
         st = p.stat()
         key.update(f"|{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
     cache_file = cache_root(cache_dir) / f"imagefolder-{key.hexdigest()[:24]}.npz"
-    if cache_file.is_file():
-        with np.load(cache_file) as cached:
-            return cached["images"]
+    cached = load_cached(cache_file, "images")
+    if cached is not None:
+        return cached["images"]
     images = np.empty((len(paths), resolution, resolution, 3), dtype=np.uint8)
     bar = tqdm(paths, desc=f"decoding {paths[0].parent.parent.name}", unit="img", disable=not progress, leave=False)
     for i, p in enumerate(bar):

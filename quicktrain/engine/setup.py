@@ -218,8 +218,16 @@ def describe(run: Run) -> list[str]:
         ),
         f"  evaluation    test-time augmentation {cfg.run.tta}, every "
         + (f"{cfg.run.eval_every} epochs and after the last" if cfg.run.eval_every > 1 else "epoch")
+        + (f", and every {cfg.run.eval_every_steps} updates" if cfg.run.eval_every_steps else "")
         + " (never timed as training)",
     ]
+    stops = [f"{cfg.run.epochs} epochs"]
+    if cfg.run.target_accuracy is not None:
+        verb = "stop at" if cfg.run.stop_at_target else "record the time to"
+        stops.append(f"{verb} test accuracy {cfg.run.target_accuracy:g}")
+    if cfg.run.max_time is not None:
+        stops.append(f"at most {cfg.run.max_time:g}s of training")
+    lines.append("  stop          " + ", ".join(stops))
     return lines
 
 

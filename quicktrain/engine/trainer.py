@@ -28,7 +28,7 @@ from quicktrain.engine.loop import EpochHook, Loop
 from quicktrain.engine.run_folder import prepare_folder
 from quicktrain.engine.setup import build_run, describe
 from quicktrain.engine.summary import build_summary
-from quicktrain.errors import RunStopped
+from quicktrain.errors import EnvironmentFault, RunStopped
 from quicktrain.metrics import reset_peak_memory
 from quicktrain.reporting.record import RunRecord, environment
 from quicktrain.techniques.layout import unwrap
@@ -106,7 +106,10 @@ def train(cfg: Config, on_epoch: EpochHook | None = None) -> RunResult:
         if status == "completed" and main:
             weights = unwrap(run.state.model).state_dict()
             atomic_write(folder / "model.pt", lambda f: torch.save(weights, f))
-        record.write_summary(summary)
+        try:
+            record.write_summary(summary)
+        except EnvironmentFault as fault:  # the disk that failed the run may refuse the summary too
+            log.error(f"the run's summary could not be written: {fault}")
         run.techniques.distributed.close()
     return RunResult(folder, summary, history, main)
 

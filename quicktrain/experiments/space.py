@@ -38,7 +38,7 @@ def load_space(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"search-space file '{path}' does not exist")
-    raw = load_yaml(path.read_text())
+    raw = load_yaml(path.read_text(), source=f"search space '{path}'")
     if not isinstance(raw, dict) or not raw:
         raise ConfigError(f"search-space file '{path}' must map config keys to specs, e.g. optim.lr: {{type: float}}")
     return check_space(raw)
