@@ -22,7 +22,23 @@ if sys.platform.startswith("linux") and "torch" not in sys.modules:
 __version__ = "0.1.0"
 
 from quicktrain.config import Config
-from quicktrain.engine import RunResult, train
-from quicktrain.models import create_model, list_models
+
+# torch, timm and Ignite load on first use of these, so `quicktrain --help` and `quicktrain
+# report` start without them
+_LAZY = {
+    "RunResult": "quicktrain.engine",
+    "train": "quicktrain.engine",
+    "create_model": "quicktrain.models",
+    "list_models": "quicktrain.models",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'quicktrain' has no attribute '{name}'")
+
 
 __all__ = ["Config", "RunResult", "__version__", "create_model", "list_models", "train"]

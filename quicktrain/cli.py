@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_ablate_parser(sub: Any) -> None:
-    from quicktrain.experiments.grid import STUDY_TECHNIQUES, TECHNIQUES
+    from quicktrain.records import STUDY_TECHNIQUES, TECHNIQUES
 
     ablate = sub.add_parser(
         "ablate",

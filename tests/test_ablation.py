@@ -12,7 +12,8 @@ import pytest
 from quicktrain.config import Config
 from quicktrain.errors import ConfigError
 from quicktrain.experiments.ablation import AblationSpec, run_ablation
-from quicktrain.experiments.grid import arms, dataset_slug, parse_techniques, plan, technique_overrides
+from quicktrain.experiments.grid import arms, parse_techniques, plan, technique_overrides
+from quicktrain.records import dataset_slug
 
 TINY = {
     "data.dataset": "synthetic",

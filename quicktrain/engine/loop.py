@@ -30,7 +30,7 @@ from quicktrain.engine.progress import attach_progress
 from quicktrain.engine.setup import Run
 from quicktrain.engine.state import TrainState
 from quicktrain.metrics import Stopwatch
-from quicktrain.reporting.record import RunRecord
+from quicktrain.records import RunRecord
 
 log = logging.getLogger("quicktrain")
 

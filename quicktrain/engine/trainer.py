@@ -24,13 +24,14 @@ import torch
 from quicktrain.atomic import atomic_write
 from quicktrain.config import Config
 from quicktrain.engine.checkpoint import restore
+from quicktrain.engine.environment import environment
 from quicktrain.engine.loop import EpochHook, Loop
 from quicktrain.engine.run_folder import prepare_folder
 from quicktrain.engine.setup import build_run, describe
 from quicktrain.engine.summary import build_summary
 from quicktrain.errors import EnvironmentFault, RunStopped
 from quicktrain.metrics import reset_peak_memory
-from quicktrain.reporting.record import RunRecord, environment
+from quicktrain.records import RunRecord
 from quicktrain.techniques.layout import unwrap
 
 log = logging.getLogger("quicktrain")

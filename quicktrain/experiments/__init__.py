@@ -1,6 +1,3 @@
-"""Experiments built from many training runs: the technique ablation grid."""
-
-from quicktrain.experiments.ablation import AblationSpec, run_ablation
-from quicktrain.experiments.grid import TECHNIQUES, arms, plan
-
-__all__ = ["TECHNIQUES", "AblationSpec", "arms", "plan", "run_ablation"]
+"""Experiments built from many training runs: the technique ablation grid and its runner,
+Optuna tuning, the autotuner. Import the submodule you need (``quicktrain.experiments.ablation``);
+this package imports nothing, so the CLI's ``--help`` stays free of torch."""

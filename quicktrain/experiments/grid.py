@@ -14,14 +14,11 @@ Example:
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from quicktrain.errors import ConfigError
-
-TECHNIQUES = ("amp", "ga", "pin", "channels_last", "compile")
-STUDY_TECHNIQUES = ("amp", "ga", "pin")  # the three the study combined
+from quicktrain.records import BASELINE, TECHNIQUES, dataset_slug
 
 
 def parse_techniques(text: str) -> tuple[str, ...]:
@@ -43,7 +40,7 @@ def arms(techniques: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 
 def arm_name(arm: tuple[str, ...]) -> str:
-    return "+".join(arm) if arm else "baseline"
+    return "+".join(arm) if arm else BASELINE
 
 
 def technique_overrides(arm: tuple[str, ...], techniques: tuple[str, ...], accum_steps: int) -> dict[str, Any]:
@@ -63,13 +60,6 @@ def technique_overrides(arm: tuple[str, ...], techniques: tuple[str, ...], accum
         else:  # channels_last, compile: config keys of the same name
             out[f"techniques.{name}"] = name in on
     return out
-
-
-def dataset_slug(dataset: str) -> str:
-    """A folder-name-safe short name: ``imagefolder:../x/cifar10-jpeg`` -> ``cifar10-jpeg``."""
-    kind, _, path = dataset.partition(":")
-    name = path.rstrip("/").rsplit("/", 1)[-1] if path else kind
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name) or kind
 
 
 @dataclass(frozen=True)

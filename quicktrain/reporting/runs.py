@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quicktrain.experiments.grid import TECHNIQUES, dataset_slug
+from quicktrain.records import BASELINE, dataset_slug, technique_arm
 
-BASELINE = "baseline"
 NEAR_CHANCE = 1.5  # accuracy below 1.5x chance (0.15 for 10 classes) is "near chance": not informative
 
 
@@ -59,18 +58,6 @@ class RunInfo:
     @property
     def reached(self) -> bool:
         return self.get("time_to_target_s") is not None
-
-
-def technique_arm(summary: dict[str, Any]) -> str:
-    """The combination a run used, from what its summary says was active."""
-    on = {
-        "amp": summary.get("amp") not in (None, "off"),
-        "ga": (summary.get("accum_steps") or 1) > 1,
-        "pin": bool(summary.get("pin_memory")),
-        "channels_last": bool(summary.get("channels_last")),
-        "compile": bool(summary.get("compile")),
-    }
-    return "+".join(t for t in TECHNIQUES if on[t]) or BASELINE
 
 
 def load_runs(root: Path) -> list[RunInfo]:

@@ -1,4 +1,8 @@
-"""The run record: a folder that describes a run completely, readable without quicktrain.
+"""The run-record format, torch-free: what a run folder holds, the names of its files and
+fields, the technique names and slugs that reports group by, and the writer the engine uses.
+The engine, experiments and reporting all read it from here; nothing here imports torch.
+
+A run record is a folder that describes a run completely, readable without quicktrain:
 
     config.yaml     the resolved config
     env.json        versions, device, CPU/GPU, command line
@@ -16,14 +20,43 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import sys
+import re
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from quicktrain.atomic import atomic_write_text
+
+TECHNIQUES = ("amp", "ga", "pin", "channels_last", "compile")  # what an ablation can switch
+STUDY_TECHNIQUES = ("amp", "ga", "pin")  # the three the study combined
+BASELINE = "baseline"  # the combination with none of them
+
+
+def dataset_slug(dataset: str) -> str:
+    """A folder-name-safe short name: ``imagefolder:../x/cifar10-jpeg`` -> ``cifar10-jpeg``.
+
+    >>> dataset_slug("imagefolder:../data/cifar10-jpeg/")
+    'cifar10-jpeg'
+    """
+    kind, _, path = dataset.partition(":")
+    name = path.rstrip("/").rsplit("/", 1)[-1] if path else kind
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name) or kind
+
+
+def technique_arm(summary: dict[str, Any]) -> str:
+    """The combination a run used, from what its summary says was active.
+
+    >>> technique_arm({"amp": "bf16", "accum_steps": 4})
+    'amp+ga'
+    """
+    on = {
+        "amp": summary.get("amp") not in (None, "off"),
+        "ga": (summary.get("accum_steps") or 1) > 1,
+        "pin": bool(summary.get("pin_memory")),
+        "channels_last": bool(summary.get("channels_last")),
+        "compile": bool(summary.get("compile")),
+    }
+    return "+".join(t for t in TECHNIQUES if on[t]) or BASELINE
+
 
 METRIC_FIELDS = (
     "epoch",
@@ -101,45 +134,3 @@ class RunRecord:
         if not self.enabled:
             return
         atomic_write_text(self.folder / "summary.json", json.dumps(summary, indent=2) + "\n")
-
-
-def environment(device: torch.device) -> dict[str, Any]:
-    """Software and hardware facts that change speed or numbers."""
-    import ignite
-    import timm
-    import torchvision
-
-    from quicktrain import __version__
-
-    env: dict[str, Any] = {
-        "quicktrain": __version__,
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "timm": timm.__version__,
-        "pytorch_ignite": ignite.__version__,
-        "platform": platform.platform(),
-        "cpu": _cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "thp_mem_alloc_enable": os.environ.get("THP_MEM_ALLOC_ENABLE"),  # set by quicktrain on Linux
-        "device": str(device),
-        "cuda": torch.version.cuda,
-        "argv": sys.argv,
-    }
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        env.update(
-            gpu=props.name, gpu_memory_gb=round(props.total_memory / 2**30, 1), cudnn=torch.backends.cudnn.version()
-        )
-    return env
-
-
-def _cpu_name() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    return platform.processor() or "unknown"
