@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import sys
 import types
 import typing
@@ -18,6 +17,7 @@ from typing import Any, Literal
 
 from quicktrain.config import Config, parse_override, smoke
 from quicktrain.errors import ConfigError, QuicktrainError
+from quicktrain.logs import one_line, setup_logging
 
 HELP = {
     "data.dataset": "sample (bundled, offline default), synthetic[:CLASSES], cifar10, cifar100, or imagefolder:PATH "
@@ -315,30 +315,6 @@ def _resumed_config(overrides: dict[str, Any]) -> Path | None:
     return saved if saved is not None and saved.is_file() else None
 
 
-class _Stdout(logging.StreamHandler):
-    """Writes to whatever ``sys.stdout`` is now (tests and notebooks replace it)."""
-
-    @property
-    def stream(self) -> typing.TextIO:
-        return sys.stdout
-
-    @stream.setter
-    def stream(self, _: object) -> None:
-        pass
-
-
-def _setup_logging() -> None:
-    logger = logging.getLogger("quicktrain")
-    if not logger.handlers:
-        handler = _Stdout()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    # Ignite logs every exception it re-raises; the run record and our message cover it
-    logging.getLogger("ignite").setLevel(logging.CRITICAL)
-
-
 def _cmd_train(args: argparse.Namespace) -> int:
     from quicktrain.engine import train
     from quicktrain.reporting import format_table
@@ -481,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # recorded by commands that say how to reproduce them
-    _setup_logging()
+    setup_logging()
     try:
         commands = {
             "train": _cmd_train,
@@ -495,8 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuicktrainError as err:
         if getattr(args, "debug", False):
             raise
-        one_line = " ".join(str(err).split())  # wrapped third-party messages stay on one line
-        print(f"quicktrain {args.command}: error: {one_line}", file=sys.stderr)
+        print(f"quicktrain {args.command}: error: {one_line(err)}", file=sys.stderr)
         return err.exit_status
 
 

@@ -1,7 +1,8 @@
 """``quicktrain ablate``: run every combination of the techniques under test and record it.
 
-Each run is a fresh ``quicktrain train`` subprocess (no warmed caches or allocator state
-shared between arms) writing an ordinary run record under ``OUT/runs/<name>/``, plus
+Each run is a fresh process that calls ``train(cfg)`` on the arm's config file
+(:mod:`quicktrain.experiments.worker`; no warmed caches or allocator state shared between
+arms) writing an ordinary run record under ``OUT/runs/<name>/``, plus
 ``arm.json`` saying which arm it is. ``OUT/ablation.csv`` is rewritten after every run.
 Running the same command again skips completed runs, resumes interrupted ones from their
 last checkpoint and retries failed ones.
@@ -121,20 +122,20 @@ def _run_job(spec: AblationSpec, job: Job) -> dict[str, Any]:
     except ConfigError as err:
         return _record_failure(folder, job, arm_info, str(err))
     resumable = (folder / "config.yaml").is_file() and list_checkpoints(folder / "checkpoints")
-    if resumable:
-        command = ["--out", str(folder), "--resume", "auto", "--no-progress"]
-    else:
-        if folder.exists():
-            shutil.rmtree(folder)  # a failed or never-checkpointed attempt: start clean
-        config_file = spec.out / "configs" / f"{job.name}.yaml"
-        config_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(config_file, cfg.to_yaml())
-        command = ["--config", str(config_file)]
+    if resumable:  # continue from its own config and newest checkpoint
+        cfg = Config.load(folder / "config.yaml", {"run.resume": "auto", "run.out": str(folder), "run.progress": False})
+    elif folder.exists():
+        shutil.rmtree(folder)  # a failed or never-checkpointed attempt: start clean
+    config_file = spec.out / "configs" / f"{job.name}.yaml"
+    atomic_write_text(config_file, cfg.to_yaml())
     log_file = spec.out / "logs" / f"{job.name}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a") as out:
         proc = subprocess.run(
-            [sys.executable, "-m", "quicktrain", "train", *command], stdout=out, stderr=subprocess.STDOUT, check=False
+            [sys.executable, "-m", "quicktrain.experiments.worker", str(config_file)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
         )
     if folder.is_dir():
         atomic_write_text(folder / "arm.json", json.dumps(arm_info, indent=2) + "\n")
