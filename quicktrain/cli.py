@@ -19,80 +19,6 @@ from quicktrain.config import Config, parse_override, smoke
 from quicktrain.errors import ConfigError, QuicktrainError
 from quicktrain.logs import one_line, setup_logging
 
-HELP = {
-    "data.dataset": "sample (bundled, offline default), synthetic[:CLASSES], cifar10, cifar100, or imagefolder:PATH "
-    "with PATH/train/<class>/* and PATH/test/<class>/*",
-    "data.data_dir": "folder holding cifar10/cifar100 in torchvision's layout",
-    "data.download": "download cifar10/cifar100 into --data-dir (needs internet)",
-    "data.max_train_samples": "train on a fixed class-balanced subset of this many images",
-    "data.max_test_samples": "evaluate on a fixed class-balanced subset of this many images",
-    "data.workers": "DataLoader worker processes (0: load in the training process)",
-    "data.loader": "torch: a DataLoader over host memory; device: the whole training split as one uint8 tensor on "
-    "the training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
-    "data.augment": "random crop (zero padding of --crop-pad) and horizontal flip on training images",
-    "data.crop_pad": "padding of the random crop: images shift by up to this many pixels",
-    "data.cutout": "set a random square of this side (clipped at the borders) to black in each training image, "
-    "after crop and flip; 0: off",
-    "data.flip": "random: each image mirrored with probability 1/2 each epoch; alternate: a random first flip, "
-    "then mirrored every other epoch (airbench's derandomised flip)",
-    "data.resolution": "imagefolder images of another size are resized to this when decoded",
-    "data.cache_dir": "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)",
-    "data.val_fraction": "hold out this fraction of every class of the training split as a validation split "
-    "(chosen by --seed), evaluated each epoch as val_accuracy / val_f1_macro",
-    "data.load_test": "read and evaluate the held-out test split (quicktrain tune turns it off)",
-    "model.name": "model from the registry; see 'quicktrain models'",
-    "model.image_size": "resize inputs to this size on the device (pretrained ImageNet models want 224)",
-    "model.pretrained": "local state-dict file to start from, or 'hub' to download ImageNet weights via timm",
-    "optim.optimizer": "optimizer",
-    "optim.lr": "peak learning rate",
-    "optim.momentum": "SGD momentum",
-    "optim.nesterov": "Nesterov momentum for SGD",
-    "optim.weight_decay": "weight decay (not on biases and norm weights)",
-    "optim.grad_clip": "clip the global gradient norm to this (after AMP unscaling)",
-    "optim.label_smoothing": "label smoothing of the cross-entropy loss",
-    "optim.schedule": "learning-rate schedule, stepped per optimizer update (triangle: airbench's, from 0.2x up "
-    "to the peak at 23%% of the updates, then down to 0.07x)",
-    "optim.warmup_epochs": "linear warm-up length for the cosine schedule",
-    "optim.norm_bias_lr_scale": "learning-rate multiplier for the shifts (biases) of norm layers (speedrun "
-    "recipes use 64)",
-    "optim.lookahead": "lookahead weight averaging: every --lookahead-every updates the slow weights take "
-    "this decay x progress^3 and the model restarts from them; it ends on them (null: off)",
-    "optim.lookahead_every": "optimizer updates between two lookahead averaging steps",
-    "techniques.amp": "mixed precision: bf16 (CPU or GPU), fp16 (CUDA, with GradScaler), auto (best the "
-    "hardware supports), off",
-    "techniques.micro_batch_size": "samples per forward/backward; --batch-size / this = accumulation steps; auto: "
-    "the largest that fits (CUDA: probed with real steps, backing off on out-of-memory; CPU: half the available "
-    "memory, or $QUICKTRAIN_CPU_MEMORY_MB)",
-    "techniques.accum_steps": "gradient accumulation steps; --batch-size / this = micro-batch size",
-    "techniques.pin_memory": "pin host memory and copy batches to the GPU asynchronously (no effect on CPU)",
-    "techniques.channels_last": "NHWC memory format for images and conv weights",
-    "techniques.compile": "torch.compile the model (minutes of compilation on CPU)",
-    "run.epochs": "training epochs",
-    "run.batch_size": "effective batch size: samples per optimizer update",
-    "run.eval_batch_size": "batch size for evaluation",
-    "run.eval_every": "evaluate every N epochs, and always after the last (evaluation is never timed as training)",
-    "run.tta": "test-time augmentation: average the logits over the mirrored image (flip), and over the "
-    "mirrored image shifted by a pixel both ways (flip_translate: 6 views); timed as *_eval_time_s",
-    "run.seed": "seed for initialisation, data order and augmentation",
-    "run.device": "auto, cpu, cuda or cuda:N",
-    "run.out": "run folder (default runs/<time>-<model>-<dataset>)",
-    "run.target_accuracy": "record the training time (and update, epoch) at which test accuracy first reaches "
-    "this fraction; with --eval-every-steps at update resolution",
-    "run.stop_at_target": "end training at the first evaluation that reaches --target-accuracy (a completed run, "
-    "stopped_by: target)",
-    "run.max_time": "training-time budget in seconds (evaluation excluded): stop at the update that passes it, "
-    "with a checkpoint, a final evaluation and stopped_by: max_time",
-    "run.eval_every_steps": "also evaluate every N optimizer updates, mid-epoch (never timed as training); rows "
-    "in evals.jsonl",
-    "run.resume": "checkpoint file to continue from, or 'auto' for the newest in --out",
-    "run.progress": "progress bars",
-    "run.tensorboard": "write TensorBoard event files into the run folder",
-    "run.keep_checkpoints": "how many checkpoints to keep (newest; each with a .sha256 checksum)",
-    "run.checkpoint_every_steps": "also checkpoint every S optimizer updates, mid-epoch (data position included)",
-    "run.on_nonfinite": "a NaN/Inf loss (with fp16 the GradScaler always skips such updates): stop names the update "
-    "and keeps the last good checkpoint; skip drops that update and goes on (one device sync per update)",
-}
-
 
 def _flag(key: str) -> str:
     return "--model" if key == "model.name" else "--" + key.split(".")[1].replace("_", "-")
@@ -128,7 +54,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (
             if key in skip:
                 continue
             tp = hints[leaf.name]
-            kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": HELP[key]}
+            text = leaf.metadata["help"].replace("%", "%%")  # argparse formats help with %
+            kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": text}
             if tp is bool:
                 kwargs["action"] = argparse.BooleanOptionalAction
             elif key == "run.resume":  # a bare --resume is what people type: the newest checkpoint

@@ -25,78 +25,150 @@ import yaml
 from quicktrain.errors import ConfigError
 
 
+def opt(default: Any, help: str) -> Any:
+    """A config field with its default and the one help text that the CLI and the docs show."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class DataConfig:
-    dataset: str = "sample"  # sample | synthetic[:CLASSES] | cifar10 | cifar100 | imagefolder:PATH
-    data_dir: str = "data"  # where cifar10/cifar100 live (torchvision's on-disk layout)
-    download: bool = False  # fetch cifar10/cifar100 when online
-    max_train_samples: int | None = None  # class-balanced, fixed subset for quick runs
-    max_test_samples: int | None = None
-    workers: int = 0  # DataLoader worker processes
-    loader: Literal["torch", "device"] = "torch"  # device: the training split kept on the device, augmented there
-    augment: bool = True  # random crop (zero padding) + horizontal flip on the training split
-    crop_pad: int = 4  # the random crop's padding: shifts of up to this many pixels
-    flip: Literal["random", "alternate"] = "random"  # alternate: each image mirrored every other epoch
-    cutout: int = 0  # blank a random square of this side in each training image; 0: off
-    resolution: int = 32  # imagefolder images of another size are resized to this on decode
-    cache_dir: str | None = None  # decoded-array cache; default ~/.cache/quicktrain
-    val_fraction: float = 0.0  # class-balanced validation split carved out of train (seeded by run.seed)
-    load_test: bool = True  # read and evaluate the test split; tuning turns it off
+    dataset: str = opt(
+        "sample",
+        "sample (bundled, offline default), synthetic[:CLASSES], cifar10, cifar100, or imagefolder:PATH with "
+        "PATH/train/<class>/* and PATH/test/<class>/*",
+    )
+    data_dir: str = opt("data", "folder holding cifar10/cifar100 in torchvision's layout")
+    download: bool = opt(False, "download cifar10/cifar100 into --data-dir (needs internet)")
+    max_train_samples: int | None = opt(None, "train on a fixed class-balanced subset of this many images")
+    max_test_samples: int | None = opt(None, "evaluate on a fixed class-balanced subset of this many images")
+    workers: int = opt(0, "DataLoader worker processes (0: load in the training process)")
+    loader: Literal["torch", "device"] = opt(
+        "torch",
+        "torch: a DataLoader over host memory; device: the whole training split as one uint8 tensor on the "
+        "training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
+    )
+    augment: bool = opt(True, "random crop (zero padding of --crop-pad) and horizontal flip on training images")
+    crop_pad: int = opt(4, "padding of the random crop: images shift by up to this many pixels")
+    flip: Literal["random", "alternate"] = opt(
+        "random",
+        "random: each image mirrored with probability 1/2 each epoch; alternate: a random first flip, then "
+        "mirrored every other epoch (airbench's derandomised flip)",
+    )
+    cutout: int = opt(
+        0,
+        "set a random square of this side (clipped at the borders) to black in each training image, after crop "
+        "and flip; 0: off",
+    )
+    resolution: int = opt(32, "imagefolder images of another size are resized to this when decoded")
+    cache_dir: str | None = opt(
+        None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"
+    )
+    val_fraction: float = opt(
+        0.0,
+        "hold out this fraction of every class of the training split as a validation split (chosen by --seed), "
+        "evaluated each epoch as val_accuracy / val_f1_macro",
+    )
+    load_test: bool = opt(True, "read and evaluate the held-out test split (quicktrain tune turns it off)")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = "resnet18"
-    image_size: int | None = None  # resize inputs on the device; None keeps the data's size
-    pretrained: str | None = None  # PATH to a local state dict, or "hub" (timm download)
+    name: str = opt("resnet18", "model from the registry; see 'quicktrain models'")
+    image_size: int | None = opt(None, "resize inputs to this size on the device (pretrained ImageNet models want 224)")
+    pretrained: str | None = opt(
+        None, "local state-dict file to start from, or 'hub' to download ImageNet weights via timm"
+    )
 
 
 @dataclass(frozen=True)
 class OptimConfig:
-    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
-    lr: float = 0.2  # peak learning rate of the schedule
-    momentum: float = 0.9  # sgd only
-    nesterov: bool = True  # sgd only
-    weight_decay: float = 5e-4  # not applied to biases and norm weights
-    grad_clip: float | None = None  # max global grad norm, applied after unscaling
-    label_smoothing: float = 0.0
-    schedule: Literal["onecycle", "cosine", "triangle", "constant"] = "onecycle"
-    warmup_epochs: float = 1.0  # cosine only; onecycle warms up for 30% of updates, triangle for 23%
-    norm_bias_lr_scale: float = 1.0  # learning rate multiplier for the shifts (biases) of norm layers
-    lookahead: float | None = None  # weight averaging: the slow weights' decay at the end of training
-    lookahead_every: int = 5  # optimizer updates between two averaging steps
+    optimizer: Literal["sgd", "adam", "adamw"] = opt("sgd", "optimizer")
+    lr: float = opt(0.2, "peak learning rate")
+    momentum: float = opt(0.9, "SGD momentum")
+    nesterov: bool = opt(True, "Nesterov momentum for SGD")
+    weight_decay: float = opt(5e-4, "weight decay (not on biases and norm weights)")
+    grad_clip: float | None = opt(None, "clip the global gradient norm to this (after AMP unscaling)")
+    label_smoothing: float = opt(0.0, "label smoothing of the cross-entropy loss")
+    schedule: Literal["onecycle", "cosine", "triangle", "constant"] = opt(
+        "onecycle",
+        "learning-rate schedule, stepped per optimizer update (triangle: airbench's, from 0.2x up to the peak "
+        "at 23% of the updates, then down to 0.07x)",
+    )
+    warmup_epochs: float = opt(1.0, "linear warm-up length for the cosine schedule")
+    norm_bias_lr_scale: float = opt(
+        1.0, "learning-rate multiplier for the shifts (biases) of norm layers (speedrun recipes use 64)"
+    )
+    lookahead: float | None = opt(
+        None,
+        "lookahead weight averaging: every --lookahead-every updates the slow weights take this decay x "
+        "progress^3 and the model restarts from them; it ends on them (null: off)",
+    )
+    lookahead_every: int = opt(5, "optimizer updates between two lookahead averaging steps")
 
 
 @dataclass(frozen=True)
 class TechniquesConfig:
-    amp: Literal["off", "bf16", "fp16", "auto"] = "auto"
-    micro_batch_size: int | Literal["auto"] | None = None  # with run.batch_size, sets accum_steps; auto: fit memory
-    accum_steps: int | None = None  # with run.batch_size, sets micro_batch_size
-    pin_memory: bool = False
-    channels_last: bool = False
-    compile: bool = False
+    amp: Literal["off", "bf16", "fp16", "auto"] = opt(
+        "auto",
+        "mixed precision: bf16 (CPU or GPU), fp16 (CUDA, with GradScaler), auto (best the hardware supports), off",
+    )
+    micro_batch_size: int | Literal["auto"] | None = opt(
+        None,
+        "samples per forward/backward; --batch-size / this = accumulation steps; auto: the largest that fits "
+        "(CUDA: probed with real steps, backing off on out-of-memory; CPU: half the available memory, or "
+        "$QUICKTRAIN_CPU_MEMORY_MB)",
+    )
+    accum_steps: int | None = opt(None, "gradient accumulation steps; --batch-size / this = micro-batch size")
+    pin_memory: bool = opt(False, "pin host memory and copy batches to the GPU asynchronously (no effect on CPU)")
+    channels_last: bool = opt(False, "NHWC memory format for images and conv weights")
+    compile: bool = opt(False, "torch.compile the model (minutes of compilation on CPU)")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    epochs: int = 6
-    batch_size: int = 128  # the effective batch: samples per optimizer update
-    eval_batch_size: int = 256
-    tta: Literal["off", "flip", "flip_translate"] = "off"  # test-time augmentation in evaluation
-    eval_every: int = 1  # evaluate every N epochs (and always after the last)
-    eval_every_steps: int | None = None  # also evaluate every N optimizer updates (time to target per update)
-    seed: int = 0
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    out: str | None = None  # default runs/<time>-<model>-<dataset>
-    target_accuracy: float | None = None  # record when test accuracy first reaches it
-    stop_at_target: bool = False  # end training at the first evaluation that reaches target_accuracy
-    max_time: float | None = None  # stop after this many seconds of training time (evaluation excluded)
-    resume: str | None = None  # checkpoint path, or "auto": newest in run.out
-    progress: bool = True  # progress bars
-    tensorboard: bool = True  # TensorBoard event files in the run folder
-    keep_checkpoints: int = 2  # newest N checkpoints kept
-    checkpoint_every_steps: int | None = None  # also checkpoint every S optimizer updates (mid-epoch)
-    on_nonfinite: Literal["stop", "skip"] = "stop"  # a NaN/Inf loss without fp16's GradScaler
+    epochs: int = opt(6, "training epochs")
+    batch_size: int = opt(128, "effective batch size: samples per optimizer update")
+    eval_batch_size: int = opt(256, "batch size for evaluation")
+    tta: Literal["off", "flip", "flip_translate"] = opt(
+        "off",
+        "test-time augmentation: average the logits over the mirrored image (flip), and over the mirrored image"
+        " shifted by a pixel both ways (flip_translate: 6 views); timed as *_eval_time_s",
+    )
+    eval_every: int = opt(
+        1, "evaluate every N epochs, and always after the last (evaluation is never timed as training)"
+    )
+    eval_every_steps: int | None = opt(
+        None, "also evaluate every N optimizer updates, mid-epoch (never timed as training); rows in evals.jsonl"
+    )
+    seed: int = opt(0, "seed for initialisation, data order and augmentation")
+    device: str = opt("auto", "auto, cpu, cuda or cuda:N")
+    out: str | None = opt(None, "run folder (default runs/<time>-<model>-<dataset>)")
+    target_accuracy: float | None = opt(
+        None,
+        "record the training time (and update, epoch) at which test accuracy first reaches this fraction; with "
+        "--eval-every-steps at update resolution",
+    )
+    stop_at_target: bool = opt(
+        False,
+        "end training at the first evaluation that reaches --target-accuracy (a completed run, stopped_by: target)",
+    )
+    max_time: float | None = opt(
+        None,
+        "training-time budget in seconds (evaluation excluded): stop at the update that passes it, with a "
+        "checkpoint, a final evaluation and stopped_by: max_time",
+    )
+    resume: str | None = opt(None, "checkpoint file to continue from, or 'auto' for the newest in --out")
+    progress: bool = opt(True, "progress bars")
+    tensorboard: bool = opt(True, "write TensorBoard event files into the run folder")
+    keep_checkpoints: int = opt(2, "how many checkpoints to keep (newest; each with a .sha256 checksum)")
+    checkpoint_every_steps: int | None = opt(
+        None, "also checkpoint every S optimizer updates, mid-epoch (data position included)"
+    )
+    on_nonfinite: Literal["stop", "skip"] = opt(
+        "stop",
+        "a NaN/Inf loss (with fp16 the GradScaler always skips such updates): stop names the update and keeps "
+        "the last good checkpoint; skip drops that update and goes on (one device sync per update)",
+    )
 
 
 @dataclass(frozen=True)
@@ -201,6 +273,17 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ConfigError(f"override '{item}' is not of the form section.key=value")
     return key.strip(), load_yaml(text, source=f"override '{item}'") if text.strip() else None
+
+
+def option_help(key: str) -> str:
+    """The help text of a dotted config key (the CLI's ``--help`` reads the same).
+
+    >>> option_help("optim.lr")
+    'peak learning rate'
+    """
+    section, _, leaf = key.partition(".")
+    fields = {f.name: f for f in dataclasses.fields(_section_types()[section])}
+    return fields[leaf].metadata["help"]
 
 
 # ---- YAML without YAML 1.1's surprises ---------------------------------------------------

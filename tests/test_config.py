@@ -98,3 +98,16 @@ def test_parse_override_reads_yaml_values():
 def test_known_keys_cover_every_section():
     keys = known_keys()
     assert {"optim.lr", "techniques.amp", "run.batch_size", "data.dataset", "model.name"} <= set(keys)
+
+
+def test_every_key_has_one_help_text_that_the_cli_shows(capsys):
+    from quicktrain.cli import main
+    from quicktrain.config import known_keys, option_help
+
+    for key in known_keys():
+        assert len(option_help(key)) > 10, key
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())  # argparse re-wraps lines
+    for key in ("run.max_time", "optim.schedule", "data.loader"):
+        assert " ".join(option_help(key).split()) in shown, key
