@@ -1,4 +1,5 @@
-"""Pinned memory: acted on with CUDA, reported and recorded (not an error) without."""
+"""Pinned memory: pinned batches and non-blocking copies with CUDA; without it, unpinned batches and
+blocking copies, said once and recorded as inactive (not an error)."""
 
 import pytest
 import torch
@@ -8,22 +9,30 @@ from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import InputPipeline
 from quicktrain.data.synthetic import make_synthetic
 from quicktrain.engine import train
+from quicktrain.engine.setup import build_run
 from quicktrain.techniques.pinning import resolve_pinning
 
 
 def test_pinning_on_cpu_does_nothing_and_says_why():
-    p = resolve_pinning(True, torch.device("cpu"))
-    assert p.requested and not p.active
-    assert "no effect" in p.note
-    assert resolve_pinning(False, torch.device("cpu")) == resolve_pinning(False, torch.device("cpu"))
-    assert not resolve_pinning(False, torch.device("cpu")).active
+    asked = resolve_pinning(True, torch.device("cpu"))
+    assert asked.requested and not asked.active
+    assert "no effect" in asked.note
+    not_asked = resolve_pinning(False, torch.device("cpu"))
+    assert not not_asked.requested and not not_asked.active and not_asked.note is None
 
 
-def test_pin_request_is_recorded_and_batches_reach_the_device(tmp_path, caplog):
-    result = train(tiny_config(tmp_path / "run", **{"techniques.pin_memory": True}))
-    assert result.summary["pin_memory"] is True
-    assert result.summary["pin_memory_active"] is False  # this is a CPU run
-    assert result.summary["status"] == "completed"
+def test_a_pin_request_on_cpu_builds_unpinned_loaders_and_blocking_copies(tmp_path):
+    """What the run actually does with the request, not only what its record echoes."""
+    cfg = tiny_config(tmp_path / "run", **{"techniques.pin_memory": True})
+    run = build_run(cfg, progress=False)
+    assert run.techniques.pinning.requested and not run.techniques.pinning.active
+    for loader in (run.train_loader, run.test_loader):
+        assert loader.pin_memory is False
+    assert run.state.inputs.non_blocking is False
+    x, y = next(iter(run.train_loader))
+    assert not x.is_pinned() and not y.is_pinned()
+    result = train(cfg)
+    assert result.summary["pin_memory"] is True and result.summary["pin_memory_active"] is False
 
 
 def test_input_pipeline_delivers_normalised_batches_to_its_device():
@@ -54,3 +63,13 @@ def test_pinned_loader_and_non_blocking_copy_on_cuda():
     assert batch[0].is_pinned() and batch[1].is_pinned()
     x, y = InputPipeline(device, non_blocking=True).to_device(batch)
     assert x.is_cuda and y.is_cuda
+    torch.testing.assert_close(x.cpu(), batch[0])  # the asynchronous copy arrived whole
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs a CUDA device")
+def test_a_cuda_run_with_pinning_builds_pinned_loaders_and_copies_without_blocking(tmp_path):
+    cfg = tiny_config(tmp_path / "run", **{"techniques.pin_memory": True, "run.device": "cuda"})
+    run = build_run(cfg, progress=False)
+    assert run.techniques.pinning.active and run.train_loader.pin_memory and run.state.inputs.non_blocking
+    x, _ = next(iter(run.train_loader))
+    assert x.is_pinned()
