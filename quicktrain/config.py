@@ -82,7 +82,9 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    optimizer: Literal["sgd", "adam", "adamw"] = opt("sgd", "sgd (with --momentum, --nesterov), adam, or adamw (decoupled weight decay)")
+    optimizer: Literal["sgd", "adam", "adamw"] = opt(
+        "sgd", "sgd (with --momentum, --nesterov), adam, or adamw (decoupled weight decay)"
+    )
     lr: float = opt(0.2, "peak learning rate")
     momentum: float = opt(0.9, "SGD momentum")
     nesterov: bool = opt(True, "Nesterov momentum for SGD")
