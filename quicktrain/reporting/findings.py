@@ -118,8 +118,20 @@ def _group_name(key: tuple[str, str]) -> str:
 
 
 def _cite(*arms: ArmStats) -> str:
-    names = [name for arm in arms for name in arm.names()]
-    return " Runs: " + ", ".join(f"`{n}`" for n in names) + "." if names else ""
+    """`` Runs: `a__r0`, `a__r1` `` ... compacted to `` `a__r{0,1}` `` where folders follow the
+    ablation's ``NAME__rK`` pattern."""
+    repeats: dict[str, list[str]] = {}
+    for name in (n for arm in arms for n in arm.names()):
+        stem, sep, k = name.rpartition("__r")
+        if sep and k.isdigit():
+            repeats.setdefault(stem, []).append(k)
+        else:
+            repeats.setdefault(name, [])
+    cited = [
+        f"`{stem}__r{{{','.join(ks)}}}`" if len(ks) > 1 else f"`{stem}{'__r' + ks[0] if ks else ''}`"
+        for stem, ks in repeats.items()
+    ]
+    return " Runs: " + ", ".join(cited) + "." if cited else ""
 
 
 def _compared(arms: dict[str, ArmStats]) -> list[ArmStats]:
@@ -302,13 +314,18 @@ def rq4(groups: Groups) -> list[str]:
             detail = ", ".join(f"{g}: {SPEED_WORDS[v].split(' (')[0]}" for g, v in verdicts.items())
             lines.append(f"- {tech}: does not generalise uniformly ({detail}).")
     fastest = {_group_name(k): f.arm for k, arms in groups.items() if (f := _fastest(arms))}
+    left_out = [_group_name(k) for k in groups if _group_name(k) not in fastest]
+    note = f" (left out, no informative runs: {', '.join(left_out)})" if left_out else ""
     if not fastest:
         lines.append("- No group has informative runs to name a fastest combination.")
     elif len(set(fastest.values())) == 1:
-        lines.append(f"- The fastest informative combination is {next(iter(fastest.values()))} in every group.")
+        where = "every group" if not left_out else f"every group with informative runs ({len(fastest)})"
+        lines.append(f"- The fastest informative combination is {next(iter(fastest.values()))} in {where}{note}.")
     else:
         lines.append(
-            "- The fastest informative combination differs: " + ", ".join(f"{g}: {a}" for g, a in fastest.items()) + "."
+            "- The fastest informative combination differs: "
+            + ", ".join(f"{g}: {a}" for g, a in fastest.items())
+            + f"{note}."
         )
     return lines
 
