@@ -108,8 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_parser(sub)
     _add_tune_parser(sub)
     _add_autotune_parser(sub)
-    models = sub.add_parser("models", help="list the models in the registry")
+    models = sub.add_parser(
+        "models",
+        help="list the models in the registry (or timm's, with --timm)",
+        description="The registered models. Any timm architecture trains as --model timm:NAME, and your own "
+        "factory as --model path/to/file.py:make or --model package.module:make (make(num_classes, image_size) "
+        "returns an nn.Module).",
+    )
     models.add_argument("--all", action="store_true", help="include the tiny test_* models")
+    models.add_argument("--timm", metavar="PATTERN", help="list timm architectures matching PATTERN, e.g. 'convnext*'")
+    models.add_argument("--pretrained", action="store_true", help="with --timm: only those with ImageNet weights")
     return parser
 
 
@@ -347,6 +355,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
     from quicktrain.experiments.autotune import TABLE_COLUMNS, autotune, candidates, write_fragment
+    from quicktrain.records import model_slug
     from quicktrain.reporting import format_table
 
     base = config_from_args(args)
@@ -358,7 +367,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     result = autotune(
         base, candidates(device, args.with_compile), args.repeats, args.warmup, args.steps, args.tolerance
     )
-    out = Path(args.out or f"runs/autotune-{base.model.name}.yaml")
+    out = Path(args.out or f"runs/autotune-{model_slug(base.model.name)}.yaml")
     write_fragment(result, out, " ".join(["quicktrain", *args.argv]))
     print(format_table(result.table(), TABLE_COLUMNS))
     print(f"\nchosen: {result.best.name}; config: {out} (quicktrain train --config {out})")
@@ -372,8 +381,20 @@ def _device_of(cfg: Config) -> Any:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from quicktrain.models import list_models
     from quicktrain.reporting import format_table
+
+    if args.timm:
+        import timm
+
+        names = timm.list_models(args.timm, pretrained=args.pretrained)
+        if not names:
+            raise ConfigError(
+                f"no timm architecture matches --timm {args.timm!r}; try a wildcard, e.g. '*{args.timm}*'"
+            )
+        print("\n".join(f"timm:{name}" for name in names))
+        print(f"\n{len(names)} timm architectures; train one with --model timm:NAME")
+        return 0
+    from quicktrain.models import list_models
 
     rows = [{"name": e.name, "description": e.description} for e in list_models(include_test=args.all)]
     print(format_table(rows, ["name", "description"]))

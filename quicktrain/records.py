@@ -42,6 +42,20 @@ def dataset_slug(dataset: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name) or kind
 
 
+def model_slug(model: str) -> str:
+    """A folder-name-safe short name for a model reference.
+
+    >>> model_slug("timm:convnext_atto"), model_slug("../nets/tiny.py:make"), model_slug("pkg.nets:build")
+    ('timm-convnext_atto', 'tiny-make', 'nets-build')
+    """
+    target, sep, function = model.rpartition(":")
+    if not sep:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
+    if target != "timm":
+        target = target.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py").rsplit(".", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{target}-{function}")
+
+
 def technique_arm(summary: dict[str, Any]) -> str:
     """The combination a run used, from what its summary says was active.
 

@@ -11,6 +11,7 @@ from typing import Any
 from quicktrain.config import Config
 from quicktrain.engine.checkpoint import find_resume, resume_folder
 from quicktrain.errors import ConfigError
+from quicktrain.records import model_slug
 
 # config keys a resumed run may change: they do not alter what is computed
 RESUMABLE_CHANGES = {
@@ -43,7 +44,7 @@ def prepare_folder(cfg: Config, create: bool = True) -> tuple[Path, dict[str, An
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         dataset = cfg.data.dataset.partition(":")[0]
-        folder = Path(cfg.run.out or f"runs/{stamp}-{cfg.model.name}-{dataset}")
+        folder = Path(cfg.run.out or f"runs/{stamp}-{model_slug(cfg.model.name)}-{dataset}")
         if create and (folder / "config.yaml").exists():
             raise ConfigError(
                 f"run.out '{folder}' already holds a run record; choose another --out, or --resume auto to continue it"

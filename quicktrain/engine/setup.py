@@ -53,6 +53,7 @@ class Run:
     updates_per_epoch: int
     image_size: int
     num_params: int
+    model_note: str | None = None  # how the net was adapted to the image size, for the banner
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
     # an interrupted run reports, so time and work always cover the same epochs
     completed: Counters = field(default_factory=Counters)
@@ -85,7 +86,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
     if not distributed.is_main:
         logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
-    check_model(cfg.model.name)
+    entry = check_model(cfg.model.name)
     arrays = load_arrays(cfg.data, progress=progress, seed=cfg.run.seed)
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
     image_size = cfg.model.image_size or arrays.image_size
@@ -147,6 +148,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         updates_per_epoch=updates_per_epoch,
         image_size=image_size,
         num_params=num_params,
+        model_note=entry.note(image_size) if entry.note else None,
     )
 
 
@@ -186,6 +188,7 @@ def describe(run: Run) -> list[str]:
         f"quicktrain: {cfg.model.name} ({run.num_params / 1e6:.2f}M params) on {run.arrays.name}: "
         f"{_split_sizes(run.arrays)} images, "
         f"{run.arrays.num_classes} classes, {run.image_size} px",
+        *([f"  model         {run.model_note}"] if run.model_note else []),
         f"  device        {run.device}"
         + ("" if run.device.type == "cuda" else f" ({torch.get_num_threads()} threads)"),
         f"  batch         {cfg.run.batch_size} effective"

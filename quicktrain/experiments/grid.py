@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quicktrain.errors import ConfigError
-from quicktrain.records import BASELINE, TECHNIQUES, dataset_slug
+from quicktrain.records import BASELINE, TECHNIQUES, dataset_slug, model_slug
 
 
 def parse_techniques(text: str) -> tuple[str, ...]:
@@ -73,7 +73,7 @@ class Job:
 
     @property
     def name(self) -> str:
-        return f"{self.model}__{dataset_slug(self.dataset)}__{arm_name(self.arm)}__r{self.repeat}"
+        return f"{model_slug(self.model)}__{dataset_slug(self.dataset)}__{arm_name(self.arm)}__r{self.repeat}"
 
 
 def plan(

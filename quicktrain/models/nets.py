@@ -17,7 +17,7 @@ from quicktrain.models.registry import register
 SMALL_INPUT = 64  # below this side length, use the CIFAR form
 
 
-def _cifar_stem(model: ResNet) -> ResNet:
+def cifar_stem(model: ResNet) -> ResNet:
     """Replace the ImageNet stem's 7x7/2 conv with a 3x3/1 one and drop the 3x3/2 max-pool
     (a deep stem keeps its layers, its first conv becomes stride 1)."""
     if isinstance(model.conv1, nn.Sequential):
@@ -33,7 +33,7 @@ def _resnet(arch: str, num_classes: int, image_size: int, hub: bool) -> nn.Modul
     model = timm.create_model(arch, pretrained=hub, num_classes=num_classes)
     if image_size < SMALL_INPUT:
         # a pretrained 7x7 stem does not fit a 3x3 one; it is trained from scratch
-        model = _cifar_stem(model)
+        model = cifar_stem(model)
     return model
 
 
@@ -84,7 +84,7 @@ def test_resnet(num_classes: int, image_size: int, hub: bool) -> nn.Module:
         stem_type="deep",
         stem_width=8,
     )
-    return _cifar_stem(model) if image_size < SMALL_INPUT else model
+    return cifar_stem(model) if image_size < SMALL_INPUT else model
 
 
 @register("test_vit", "tiny ViT (2 blocks, width 32, 4x4 patches grid); BatchNorm-free", test=True)

@@ -26,6 +26,7 @@ class ModelEntry:
     factory: Factory
     description: str
     test: bool = False  # a tiny variant for tests
+    note: Callable[[int], str] | None = None  # image_size -> how the net is adapted to it, for the banner
 
 
 _REGISTRY: dict[str, ModelEntry] = {}
@@ -44,10 +45,18 @@ def list_models(include_test: bool = True) -> list[ModelEntry]:
 
 
 def check_model(name: str) -> ModelEntry:
-    """The registry entry for ``name``, or a ConfigError listing the accepted names."""
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown model '{name}'; accepted: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    """The entry for ``name``: a registered model, ``timm:NAME`` or a factory reference
+    (``file.py:make``, ``package.module:make``); else a ConfigError listing what is accepted."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    from quicktrain.models.external import is_external, resolve_external
+
+    if is_external(name):
+        return resolve_external(name)
+    raise ConfigError(
+        f"unknown model '{name}'; accepted: {', '.join(_REGISTRY)}, timm:NAME (any timm architecture, see "
+        "'quicktrain models --timm PATTERN'), or your factory as path/to/file.py:make or package.module:make"
+    )
 
 
 def create_model(name: str, num_classes: int, image_size: int = 32, pretrained: str | None = None) -> nn.Module:
