@@ -41,6 +41,8 @@ def _converter(key: str, tp: Any) -> tuple[Any, dict[str, Any]]:
         return union, extra
     if origin is Literal:
         return str, {"choices": typing.get_args(tp)}
+    if origin is list:
+        return typing.get_args(tp)[0], {"nargs": "+"}
     return tp, {}
 
 

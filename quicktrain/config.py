@@ -63,6 +63,12 @@ class DataConfig:
     cache_dir: str | None = opt(
         None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"
     )
+    mean: list[float] | None = opt(
+        None,
+        "per-channel mean (1 or 3 values, fractions of 255) to normalise inputs with; default: computed from "
+        "the training split (ImageNet's with --pretrained hub)",
+    )
+    std: list[float] | None = opt(None, "per-channel standard deviation to go with --mean (1 or 3 values)")
     val_fraction: float = opt(
         0.0,
         "hold out this fraction of every class of the training split as a validation split (chosen by --seed), "
@@ -350,6 +356,11 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
 
 def _check_type(key: str, value: Any, tp: Any) -> Any:
     origin = typing.get_origin(tp)
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}={value!r} has the wrong type; expected a list, e.g. [0.5, 0.5, 0.5]")
+        (inner,) = typing.get_args(tp)
+        return [_check_type(f"{key}[{i}]", v, inner) for i, v in enumerate(value)]
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(tp)
         if value is None and type(None) in options:
@@ -468,6 +479,13 @@ def _validate(cfg: Config) -> None:
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key}={value} must be zero or positive")
+    for key, values in (("data.mean", cfg.data.mean), ("data.std", cfg.data.std)):
+        if values is not None and len(values) not in (1, 3):
+            raise ConfigError(f"{key}={values} must have 1 value (every channel) or 3 (R, G, B)")
+    if (cfg.data.mean is None) != (cfg.data.std is None):
+        raise ConfigError("data.mean and data.std go together: give both (e.g. --mean 0.5 --std 0.25) or neither")
+    if cfg.data.std is not None and min(cfg.data.std) <= 0:
+        raise ConfigError(f"data.std={cfg.data.std} must be positive")
     if not 0.0 <= cfg.data.val_fraction < 1.0:
         raise ConfigError(f"data.val_fraction={cfg.data.val_fraction} must be in [0, 1), e.g. 0.1")
     if not cfg.data.load_test and cfg.run.target_accuracy is not None:

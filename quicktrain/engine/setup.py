@@ -22,6 +22,7 @@ from quicktrain.data.device_loader import DeviceLoader
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
+from quicktrain.data.stats import cached_channel_stats
 from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import Counters, TrainState
@@ -54,9 +55,40 @@ class Run:
     image_size: int
     num_params: int
     model_note: str | None = None  # how the net was adapted to the image size, for the banner
+    normalization: Normalization | None = None
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
     # an interrupted run reports, so time and work always cover the same epochs
     completed: Counters = field(default_factory=Counters)
+
+
+@dataclass(frozen=True)
+class Normalization:
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    source: str  # "training split", "ImageNet (pretrained weights)" or "given"
+
+    def describe(self) -> str:
+        return f"{self.source} statistics, mean {_triple(self.mean)}, std {_triple(self.std)}"
+
+
+def _triple(values: tuple[float, ...]) -> str:
+    return "(" + ", ".join(f"{v:.4f}" for v in values) + ")"
+
+
+def resolve_normalization(cfg: Config, arrays: Arrays) -> Normalization:
+    """--mean/--std when given; ImageNet's for hub weights (they saw those statistics); else
+    the training split's own, computed once and cached (a grayscale set gets grayscale ones)."""
+    if cfg.data.mean is not None and cfg.data.std is not None:
+        widen = lambda v: tuple(v) * 3 if len(v) == 1 else tuple(v)  # noqa: E731 - one value: every channel
+        return Normalization(widen(cfg.data.mean), widen(cfg.data.std), "given")
+    if cfg.model.pretrained == "hub":
+        return Normalization(IMAGENET_MEAN, IMAGENET_STD, "ImageNet (pretrained weights)")
+    mean, std = cached_channel_stats(arrays.train.images, f"{arrays.name}|{arrays.source}", cfg.data.cache_dir)
+    return Normalization(mean, std, "training split")
+
+
+def _per_channel(values: list[float]) -> tuple[float, ...]:
+    return tuple(values) * 3 if len(values) == 1 else tuple(values)  # one value: every channel
 
 
 def augment_spec(data: DataConfig) -> AugmentSpec:
@@ -94,14 +126,14 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
     model = model.to(device, memory_format=techniques.memory_format)
     num_params = sum(p.numel() for p in model.parameters())
     pin = techniques.pinning.active
+    normalization = resolve_normalization(cfg, arrays)
     inputs = InputPipeline(
         device,
         non_blocking=pin,
         image_size=cfg.model.image_size,
         memory_format=techniques.memory_format,
-        # hub weights saw ImageNet statistics; from scratch (or a local state dict,
-        # e.g. an earlier quicktrain run) the CIFAR ones
-        **({"mean": IMAGENET_MEAN, "std": IMAGENET_STD} if cfg.model.pretrained == "hub" else {}),
+        mean=normalization.mean,
+        std=normalization.std,
     )
     if hasattr(model, "init_from_data"):  # data-dependent initialisation (speedrun_net's whitening)
         sample = torch.from_numpy(arrays.train.images[:5000]).permute(0, 3, 1, 2).to(device)
@@ -149,6 +181,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         image_size=image_size,
         num_params=num_params,
         model_note=entry.note(image_size) if entry.note else None,
+        normalization=normalization,
     )
 
 
@@ -203,8 +236,7 @@ def describe(run: Run) -> list[str]:
         f"  pin_memory    {'on' if t.pinning.active else 'off'}"
         + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
         f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}",
-        f"  inputs        uint8 to the device, normalised with "
-        f"{'ImageNet' if cfg.model.pretrained == 'hub' else 'CIFAR'} statistics"
+        f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (
             ", training split held on the device (--loader device)"

@@ -81,9 +81,15 @@ def build_summary(
         "val_samples": len(run.arrays.val) if run.arrays.val is not None else 0,
         "test_samples": len(run.arrays.test) if run.arrays.test is not None else 0,
         "image_size": run.image_size,
+        "normalization": _normalization(run),
         "num_classes": run.arrays.num_classes,
         "num_params": run.num_params,
         "optimizer": cfg.optim.optimizer,
         "lr": cfg.optim.lr,
         "finished_at": datetime.now().isoformat(timespec="seconds"),
     }
+
+
+def _normalization(run: Run) -> dict[str, Any] | None:
+    norm = run.normalization
+    return None if norm is None else {"mean": list(norm.mean), "std": list(norm.std), "source": norm.source}
