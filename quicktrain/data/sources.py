@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Arrays, balanced_subset, carve_validation
@@ -11,11 +12,18 @@ from quicktrain.errors import DataError
 DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "cifar10", "cifar100", "imagefolder:PATH")
 
 
-def load_arrays(cfg: DataConfig, progress: bool = True, seed: int = 0) -> Arrays:
-    """Load (and subset) the dataset named by ``cfg.dataset``; carve the validation split
-    (chosen by ``seed``) out of the training split; leave the test split unread unless
-    ``cfg.load_test``."""
-    arrays = _load(cfg, progress)
+def load_arrays(
+    cfg: DataConfig, progress: bool = True, seed: int = 0, objects: tuple[Any, Any] | None = None
+) -> Arrays:
+    """Load (and subset) the dataset named by ``cfg.dataset``, or the user's ``(train_data,
+    test_data)`` datasets; carve the validation split (chosen by ``seed``) out of the training
+    split; leave the test split unread unless ``cfg.load_test``."""
+    if objects is not None:
+        from quicktrain.data.objects import arrays_from_datasets
+
+        arrays = subset(arrays_from_datasets(*objects, progress=progress), cfg.max_train_samples, cfg.max_test_samples)
+    else:
+        arrays = _load(cfg, progress)
     if not cfg.load_test:
         arrays = dataclasses.replace(arrays, test=None)
     if cfg.val_fraction > 0:

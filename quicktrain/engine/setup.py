@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
-from quicktrain.models import check_model, create_model
+from quicktrain.models import ModelEntry, check_model, create_model, load_weights
 from quicktrain.techniques import (
     Accumulation,
     Distributed,
@@ -87,6 +88,12 @@ def resolve_normalization(cfg: Config, arrays: Arrays) -> Normalization:
     return Normalization(mean, std, "training split")
 
 
+def _model_note(entry: ModelEntry | None, image_size: int) -> str | None:
+    if entry is None:
+        return "your nn.Module, used as given"
+    return entry.note(image_size) if entry.note else None
+
+
 def _per_channel(values: list[float]) -> tuple[float, ...]:
     return tuple(values) * 3 if len(values) == 1 else tuple(values)  # one value: every channel
 
@@ -112,17 +119,24 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
-def build_run(cfg: Config, progress: bool = True) -> Run:
+def build_run(
+    cfg: Config, progress: bool = True, model: nn.Module | None = None, data: tuple[Any, Any] | None = None
+) -> Run:
+    """Everything a run needs, from ``cfg``; ``model`` (an ``nn.Module``) and ``data``
+    (``(train_data, test_data)`` map-style datasets) replace what the config names."""
     distributed = resolve_distributed(cfg.run.device)
     device = resolve_device(cfg.run.device, distributed.local_rank if distributed.active else None)
     techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
     if not distributed.is_main:
         logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
-    entry = check_model(cfg.model.name)
-    arrays = load_arrays(cfg.data, progress=progress, seed=cfg.run.seed)
+    entry = check_model(cfg.model.name) if model is None else None
+    arrays = load_arrays(cfg.data, progress=progress, seed=cfg.run.seed, objects=data)
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
     image_size = cfg.model.image_size or arrays.image_size
-    model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
+    if model is None:
+        model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
+    elif cfg.model.pretrained is not None:
+        load_weights(model, cfg.model.pretrained)  # a local state dict into the given module
     model = model.to(device, memory_format=techniques.memory_format)
     num_params = sum(p.numel() for p in model.parameters())
     pin = techniques.pinning.active
@@ -180,7 +194,7 @@ def build_run(cfg: Config, progress: bool = True) -> Run:
         updates_per_epoch=updates_per_epoch,
         image_size=image_size,
         num_params=num_params,
-        model_note=entry.note(image_size) if entry.note else None,
+        model_note=_model_note(entry, image_size),
         normalization=normalization,
     )
 

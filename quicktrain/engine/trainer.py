@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from quicktrain.atomic import atomic_write
 from quicktrain.config import Config
@@ -29,7 +30,7 @@ from quicktrain.engine.loop import EpochHook, Loop
 from quicktrain.engine.run_folder import prepare_folder
 from quicktrain.engine.setup import build_run, describe
 from quicktrain.engine.summary import build_summary
-from quicktrain.errors import EnvironmentFault, RunStopped
+from quicktrain.errors import ConfigError, EnvironmentFault, RunStopped
 from quicktrain.metrics import reset_peak_memory
 from quicktrain.records import RunRecord
 from quicktrain.techniques.layout import unwrap
@@ -45,8 +46,20 @@ class RunResult:
     main: bool = True  # False on data-parallel ranks other than 0, which write and report nothing
 
 
-def train(cfg: Config, on_epoch: EpochHook | None = None) -> RunResult:
+def train(
+    cfg: Config,
+    on_epoch: EpochHook | None = None,
+    *,
+    model: nn.Module | None = None,
+    train_data: Any | None = None,
+    test_data: Any | None = None,
+) -> RunResult:
     """Train as ``cfg`` says and write a complete run record; return the summary.
+
+    ``model`` (any ``nn.Module``, trained in place) and ``train_data`` / ``test_data``
+    (map-style datasets of ``(image, int label)``; see :mod:`quicktrain.data.objects`) replace
+    the model and dataset the config names; every technique, checkpoint and resume applies.
+    The record names them ``object:<class>``. To resume such a run, pass the same objects.
 
     ``on_epoch(row)`` is called with each epoch's metrics row once it is recorded and
     checkpointed; it may raise :class:`RunStopped` to end the run early (e.g. a pruned
@@ -54,7 +67,16 @@ def train(cfg: Config, on_epoch: EpochHook | None = None) -> RunResult:
     SIGTERM (and a first Ctrl-C) finish the current update, write a checkpoint and return
     with status ``interrupted``."""
     wall_start = time.perf_counter()
-    run = build_run(cfg, progress=cfg.run.progress)
+    if test_data is not None and train_data is None:
+        raise ConfigError("test_data needs train_data too")
+    objects = {}
+    if model is not None:
+        objects["model.name"] = f"object:{type(model).__name__}"
+    if train_data is not None:
+        objects.update({"data.dataset": f"object:{type(train_data).__name__}", "data.load_test": test_data is not None})
+    cfg = Config.from_overrides(objects, cfg) if objects else cfg
+    data = (train_data, test_data) if train_data is not None else None
+    run = build_run(cfg, progress=cfg.run.progress, model=model, data=data)
     main = run.techniques.distributed.is_main
     folder, ckpt = prepare_folder(cfg, create=main)
     record = RunRecord(folder, enabled=main)
