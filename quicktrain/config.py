@@ -59,6 +59,12 @@ class DataConfig:
         "set a random square of this side (clipped at the borders) to black in each training image, after crop "
         "and flip; 0: off",
     )
+    data_mode: Literal["auto", "memory", "stream"] = opt(
+        "auto",
+        "imagefolder: memory decodes every image once into RAM (cached on disk); stream keeps only the file list "
+        "and decodes each batch in the loader's workers (--workers), for folders bigger than memory; auto streams "
+        "when the decoded splits would exceed $QUICKTRAIN_MEMORY_BUDGET_MB or half the available memory",
+    )
     resolution: int = opt(32, "imagefolder images of another size are resized to this when decoded")
     cache_dir: str | None = opt(
         None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"

@@ -9,7 +9,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Split:
-    images: np.ndarray  # (N, H, W, 3) uint8, HWC as decoders produce it
+    images: np.ndarray  # (N, H, W, 3) uint8, HWC as decoders produce it (or FileImages, decoded when indexed)
     labels: np.ndarray  # (N,) int64
 
     def __post_init__(self) -> None:
@@ -19,8 +19,14 @@ class Split:
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def streamed(self) -> bool:
+        """Decoded per batch from files (:mod:`quicktrain.data.stream`), not held in memory."""
+        return not isinstance(self.images, np.ndarray)
+
     def take(self, indices: np.ndarray) -> Split:
-        return Split(self.images[indices], self.labels[indices])
+        images = self.images.take(indices) if self.streamed else self.images[indices]
+        return Split(images, self.labels[indices])
 
 
 @dataclass(frozen=True)

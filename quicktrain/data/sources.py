@@ -42,8 +42,17 @@ def _load(cfg: DataConfig, progress: bool) -> Arrays:
             raise DataError("imagefolder needs a path: --dataset imagefolder:PATH")
         # subsets are chosen before decoding, so a small run decodes only what it uses
         return load_imagefolder(
-            path, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress, cfg.load_test
+            path,
+            cfg.resolution,
+            cfg.max_train_samples,
+            cfg.max_test_samples,
+            cfg.cache_dir,
+            progress,
+            cfg.load_test,
+            cfg.data_mode,
         )
+    if cfg.data_mode == "stream":
+        raise DataError(f"data.data_mode=stream works for imagefolder:PATH datasets; {name} is read into memory")
     if name == "synthetic" or name.startswith("synthetic:"):
         from quicktrain.data.synthetic import make_synthetic
 

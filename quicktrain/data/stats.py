@@ -48,7 +48,10 @@ def channel_stats(images: np.ndarray, chunk: int = 4096) -> Stats:
 def cached_channel_stats(images: np.ndarray, source: str, cache_dir: str | None = None) -> Stats:
     """:func:`channel_stats`, remembered in the decode cache under a key of the split."""
     key = hashlib.sha256(f"v1|{source}|{images.shape}".encode())
-    key.update(np.ascontiguousarray(images.reshape(len(images), -1)[:: max(1, len(images) // 512)]).tobytes())
+    if isinstance(images, np.ndarray):
+        key.update(np.ascontiguousarray(images.reshape(len(images), -1)[:: max(1, len(images) // 512)]).tobytes())
+    else:  # streamed from files: their names, sizes and times
+        key.update(images.fingerprint().encode())
     path = cache_root(cache_dir) / f"stats-{key.hexdigest()[:24]}.json"
     if path.is_file():
         try:
@@ -56,6 +59,8 @@ def cached_channel_stats(images: np.ndarray, source: str, cache_dir: str | None 
             return tuple(saved["mean"]), tuple(saved["std"])
         except (ValueError, KeyError):
             log.warning(f"normalisation cache '{path}' is damaged; recomputing it")
+    if not isinstance(images, np.ndarray):
+        log.info(f"normalisation: one pass over {len(images)} streamed training images (cached for later runs)")
     mean, std = channel_stats(images)
     atomic_write_text(path, json.dumps({"mean": mean, "std": std}) + "\n")
     return mean, std

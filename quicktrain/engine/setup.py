@@ -159,6 +159,11 @@ def build_run(
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
     augment, spec = cfg.data.augment, augment_spec(cfg.data)
     if cfg.data.loader == "device":
+        if arrays.train.streamed:
+            raise ConfigError(
+                "data.loader=device holds the training split on the device, but it is streamed from files "
+                "(data.data_mode); use --data-mode memory, or --loader torch with --workers"
+            )
         train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, augment, rank, world, spec)
     else:
         train_loader = make_loader(
@@ -256,7 +261,8 @@ def describe(run: Run) -> list[str]:
             ", training split held on the device (--loader device)"
             if cfg.data.loader == "device"
             else f", {cfg.data.workers} loader workers"
-        ),
+        )
+        + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
         f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
         f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}"
         + (f", norm shifts' lr x{cfg.optim.norm_bias_lr_scale:g}" if cfg.optim.norm_bias_lr_scale != 1 else "")

@@ -81,6 +81,7 @@ def build_summary(
         "val_samples": len(run.arrays.val) if run.arrays.val is not None else 0,
         "test_samples": len(run.arrays.test) if run.arrays.test is not None else 0,
         "image_size": run.image_size,
+        "data_mode": "stream" if run.arrays.train.streamed else "memory",
         "normalization": _normalization(run),
         "num_classes": run.arrays.num_classes,
         "num_params": run.num_params,
