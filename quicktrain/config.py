@@ -135,6 +135,11 @@ class TechniquesConfig:
     accum_steps: int | None = opt(None, "gradient accumulation steps; --batch-size / this = micro-batch size")
     pin_memory: bool = opt(False, "pin host memory and copy batches to the GPU asynchronously (no effect on CPU)")
     channels_last: bool = opt(False, "NHWC memory format for images and conv weights")
+    tf32: bool = opt(
+        False,
+        "TF32 for float32 matmuls and convolutions on CUDA (Ampere and newer): faster, about 10 mantissa bits; "
+        "no effect on a CPU",
+    )
     compile: bool = opt(False, "torch.compile the model (minutes of compilation on CPU)")
 
 

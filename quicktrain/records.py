@@ -26,7 +26,7 @@ from typing import Any
 
 from quicktrain.atomic import atomic_write_text
 
-TECHNIQUES = ("amp", "ga", "pin", "channels_last", "compile")  # what an ablation can switch
+TECHNIQUES = ("amp", "ga", "pin", "channels_last", "compile", "tf32")  # what an ablation can switch
 STUDY_TECHNIQUES = ("amp", "ga", "pin")  # the three the study combined
 BASELINE = "baseline"  # the combination with none of them
 
@@ -68,6 +68,7 @@ def technique_arm(summary: dict[str, Any]) -> str:
         "pin": bool(summary.get("pin_memory")),
         "channels_last": bool(summary.get("channels_last")),
         "compile": bool(summary.get("compile")),
+        "tf32": bool(summary.get("tf32")),
     }
     return "+".join(t for t in TECHNIQUES if on[t]) or BASELINE
 

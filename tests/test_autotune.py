@@ -44,10 +44,38 @@ def test_every_candidate_is_measured_and_the_config_gets_the_winner() -> None:
         return run
 
     result = autotune(Config(), list(speeds), repeats=2, timer=timer)
-    assert sorted(map(str, timed)) == sorted(map(str, list(speeds) * 2))  # each candidate, each repeat
+    others = [c for c in speeds if c != PLAIN]
+    assert sorted(map(str, timed)) == sorted(map(str, others * 2 + [PLAIN] * 2 * len(others)))  # each with plain
     assert result.best == CL
     assert (result.config.techniques.amp, result.config.techniques.channels_last) == ("off", True)
     assert result.table()[0]["candidate"] == "channels_last <- chosen"
+    assert result.results[CL] == pytest.approx([260.0, 260.0])  # ratio to plain x plain's median
+
+
+def test_at_most_two_candidates_are_built_at_once_and_drift_is_paired_out() -> None:
+    import gc
+    import weakref
+
+    live: set[str] = set()
+    most = {"n": 0}
+    clock = {"t": 0}
+    speeds = {PLAIN: 100.0, BF16: 150.0, BF16_CL: 200.0, CL: 260.0}  # CL timed last, slowest machine
+
+    class Built:
+        def __init__(self, candidate: Candidate) -> None:
+            self.candidate = candidate
+            live.add(candidate.name)
+            most["n"] = max(most["n"], len(live))
+            weakref.finalize(self, live.discard, candidate.name)
+
+        def __call__(self) -> float:
+            clock["t"] += 1
+            return speeds[self.candidate] * 0.95 ** clock["t"]  # the machine slows down all the time
+
+    result = autotune(Config(), list(speeds), repeats=3, timer=Built)
+    gc.collect()
+    assert most["n"] == 2
+    assert result.best == CL  # drift hit the late candidates, but each is compared with plain beside it
 
 
 def test_candidates_on_this_cpu_skip_fp16_and_compile_unless_asked() -> None:

@@ -75,9 +75,15 @@ class DeviceLoader:
         return self._params[1]
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for batch in self.batch_sampler:
-            coded = torch.tensor(batch, device=self.device)
-            epoch, index = int(batch[0]) // self.n, coded % self.n
+        batches = list(self.batch_sampler)  # this epoch's (rest of) batches, indices coded with the epoch
+        if not batches:
+            return
+        # one host-to-device copy per epoch, then on-device slices: a copy per batch would block
+        flat = torch.tensor([i for batch in batches for i in batch])
+        flat = (flat.pin_memory() if self.device.type == "cuda" else flat).to(self.device, non_blocking=True)
+        epoch = batches[0][0] // self.n  # a batch never spans two epochs, nor does an iteration
+        for coded in flat.split([len(batch) for batch in batches]):
+            index = coded % self.n
             if self.augment:
                 dy, dx, flip, *centre = self._epoch_params(epoch)
                 x = crop_flip_tensor(self.padded, index, dy[index], dx[index], flip[index], self.spec.pad)

@@ -29,7 +29,9 @@ class NonFiniteGuard:
         if self.policy == "skip":
             return bool(finite)  # the one sync this policy costs
         bad_now = (~finite) & (self.first_bad < 0)
-        self.first_bad = torch.where(bad_now, torch.tensor(update, device=self.first_bad.device), self.first_bad)
+        # full_like fills on the device (the value is a kernel argument); torch.tensor(update,
+        # device=...) would be a blocking host-to-device copy every update
+        self.first_bad = torch.where(bad_now, torch.full_like(self.first_bad, update), self.first_bad)
         return True
 
     def check(self, last_checkpoint: str) -> None:

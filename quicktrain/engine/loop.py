@@ -35,6 +35,7 @@ from quicktrain.records import RunRecord
 log = logging.getLogger("quicktrain")
 
 EpochHook = Callable[[dict[str, Any]], None]
+CHECK_EVERY = 10  # updates between the loop's reads of device state (NaN flag, skip counts, DDP stop agreement)
 
 
 def training_engine(state: TrainState) -> tuple[Engine, dict[str, Any]]:
@@ -126,15 +127,14 @@ class Loop:
         it = engine.state.iteration
         batch = it - (engine.state.epoch - 1) * self.epoch_length
         mid_epoch = batch < self.epoch_length  # at the epoch's end, end_epoch does the rest
-        if it % 10 == 0:
+        check_point = it % CHECK_EVERY == 0
+        if check_point:  # the device is read here, never inside an update
             self.state.guard.check(self.newest_checkpoint)
+            self.state.settle()
         budget = self.cfg.run.max_time
         time_up = budget is not None and self.train_time(sync=False) >= budget
-        if self.dist.active:  # every rank must stop at the same update
-            flags = self.dist.sum_(
-                torch.tensor([float(self.stop_signal() is not None), float(time_up)], device=self.run.device)
-            )
-            self.signalled, time_up = bool(flags[0] > 0), bool(flags[1] > 0)
+        if self.dist.active:  # every rank must stop at the same update: they agree at check points
+            time_up = self.agree(time_up) if check_point else False
         if time_up:
             self.stopped_by = "max_time"
         every = self.cfg.run.eval_every_steps
@@ -168,6 +168,9 @@ class Loop:
         )
         train_loss = float(totals[0]) / max(float(totals[1]), 1.0)
         self.state.guard.check(self.newest_checkpoint)
+        self.state.settle()
+        if self.dist.active:
+            self.agree(False)
         epoch, cfg = engine.state.epoch, self.cfg
         every = cfg.run.eval_every_steps
         due = (
@@ -215,7 +218,16 @@ class Loop:
 
     # ---- the parts the handlers share ----------------------------------------------------
     def signal_pending(self) -> bool:
-        return self.stop_signal() is not None or self.signalled
+        """A stop asked by SIGTERM/SIGINT; under DDP only once every rank knows (:meth:`agree`)."""
+        return self.signalled if self.dist.active else self.stop_signal() is not None
+
+    def agree(self, time_up: bool) -> bool:
+        """DDP: one all-reduce of (signalled, out of time) so every rank stops at the same update;
+        returns whether any rank is out of time."""
+        local = [float(self.stop_signal() is not None), float(time_up)]
+        flags = self.dist.sum_(torch.tensor(local, device=self.run.device)).tolist()
+        self.signalled = self.signalled or flags[0] > 0
+        return flags[1] > 0
 
     def evaluate_now(self, engine: Engine, batch: int, log_it: bool = True) -> dict[str, Any]:
         """Evaluate every held-out split now (the caller has paused the training clock),
@@ -263,6 +275,7 @@ class Loop:
     def checkpoint(self, epoch: int, batch: int, extra_time: float = 0.0) -> None:
         """``(epoch, batch)``: the data position; ``extra_time``: the epoch's training so far."""
         self.state.guard.check(self.newest_checkpoint)  # never checkpoint weights that went NaN
+        self.state.settle()
         if not self.main:
             return
         payload = capture(self.state, self.cfg.to_dict(), (epoch, batch))

@@ -32,14 +32,18 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float, norm_bias_lr_
     return [g for g in groups if g["params"]]
 
 
-def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: nn.Module, cfg: OptimConfig, fused: bool = False) -> torch.optim.Optimizer:
+    """``fused``: one kernel for all parameters (CUDA); the fp16 GradScaler then skips a bad
+    update on the device instead of reading its inf flag on the host."""
     groups = param_groups(model, cfg.weight_decay, cfg.lr, cfg.norm_bias_lr_scale)
+    impl = {"fused": True} if fused else {}
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov and cfg.momentum > 0)
+        nesterov = cfg.nesterov and cfg.momentum > 0
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=nesterov, **impl)
     if cfg.optimizer == "adam":
         # Adam's weight_decay is L2 added to the gradient (the study's setting)
-        return torch.optim.Adam(groups, lr=cfg.lr)
-    return torch.optim.AdamW(groups, lr=cfg.lr)
+        return torch.optim.Adam(groups, lr=cfg.lr, **impl)
+    return torch.optim.AdamW(groups, lr=cfg.lr, **impl)
 
 
 def build_scheduler(

@@ -170,7 +170,8 @@ def build_run(
             arrays.train, cfg.run.batch_size, True, seed, workers, pin, augment, rank, world, spec
         )
     updates_per_epoch = len(train_loader)
-    optimizer = build_optimizer(model, cfg.optim)
+    techniques.cuda.apply()
+    optimizer = build_optimizer(model, cfg.optim, fused=techniques.cuda.fused_optimizer)
     total_updates = updates_per_epoch * cfg.run.epochs
     scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
     state = TrainState(
@@ -254,7 +255,12 @@ def describe(run: Run) -> list[str]:
         f"grad scaler {'on' if prec.needs_scaler else 'off'}",
         f"  pin_memory    {'on' if t.pinning.active else 'off'}"
         + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
-        f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}",
+        f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}"
+        + (
+            f", tf32 {'on' if t.cuda.tf32 else 'off'}, cudnn.benchmark on, fused optimizer"
+            if run.device.type == "cuda"
+            else (", tf32 asked for but CUDA-only (no effect)" if t.cuda.tf32_requested else "")
+        ),
         f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (

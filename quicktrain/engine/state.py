@@ -44,6 +44,31 @@ class Counters:
             setattr(self, key, value)
 
 
+class ScalerSkips:
+    """Updates the fp16 GradScaler skipped (inf/NaN gradients), counted on the device: the
+    scale tensor drops exactly when the scaler skips. :meth:`settle` adds the count to the
+    host counters at the check points (every few updates, checkpoints, epoch ends), so no
+    update waits for the device. Without a scaler it is a plain step."""
+
+    def __init__(self) -> None:
+        self.pending: torch.Tensor | None = None
+
+    def scale(self, scaler: torch.amp.GradScaler) -> torch.Tensor | None:
+        """The scale before the step, as a device tensor (``get_scale()`` would sync)."""
+        return scaler._scale.clone() if scaler.is_enabled() and scaler._scale is not None else None
+
+    def count(self, scaler: torch.amp.GradScaler, before: torch.Tensor | None) -> None:
+        """After ``scaler.update()``: a lower scale means this update was skipped."""
+        if before is not None:
+            dropped = (scaler._scale < before).long()
+            self.pending = dropped if self.pending is None else self.pending + dropped
+
+    def settle(self, counters: Counters) -> None:
+        if self.pending is not None:
+            counters.skipped_updates += int(self.pending)  # the one read, at a check point
+            self.pending = None
+
+
 @dataclass
 class TrainState:
     model: nn.Module
@@ -59,6 +84,11 @@ class TrainState:
     distributed: Distributed = field(default_factory=Distributed)
     guard: NonFiniteGuard | None = None  # None: "stop" on the model's device
     averaging: NoAveraging = field(default_factory=NoAveraging)  # lookahead weight averaging, or nothing
+    scaler_skips: ScalerSkips = field(default_factory=ScalerSkips)
+
+    def settle(self) -> None:
+        """Bring device-side counts into the host counters (at check points only)."""
+        self.scaler_skips.settle(self.counters)
 
 
 @dataclass(frozen=True)

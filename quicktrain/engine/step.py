@@ -43,19 +43,22 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     if state.grad_clip is not None:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), state.grad_clip)
     guard = state.guard or _default_guard(state, labels.device)
-    scale_before = scaler.get_scale() if scaler.is_enabled() else None
     # a NaN/Inf loss on any process makes the all-reduced gradients NaN everywhere: decide together
     applied = guard.allow(state.distributed.total(loss_sum), state.counters.num_updates)
     if applied:
+        scale_before = state.scaler_skips.scale(scaler)
         scaler.step(optimizer)  # skipped when unscale_ found inf/NaN gradients
         scaler.update()  # and then the scale is lowered
-    skipped = not applied or (scale_before is not None and scaler.get_scale() < scale_before)
+        state.scaler_skips.count(scaler, scale_before)  # on the device; read at check points
     optimizer.zero_grad(set_to_none=True)
     lr = optimizer.param_groups[0]["lr"]
-    if skipped:
+    if not applied:  # the guard's "skip" policy, which decided on the host
         state.counters.skipped_updates += 1
     else:
-        state.scheduler.step()  # schedules follow applied updates, never micro-batches
+        # schedules count optimizer updates, never micro-batches; an update the fp16 scaler
+        # skipped advances it too (as in timm and Lightning): knowing that on the host would
+        # cost a device sync every update
+        state.scheduler.step()
 
     state.counters.num_updates += 1
     state.counters.samples += window

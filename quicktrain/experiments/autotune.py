@@ -2,9 +2,10 @@
 
 Candidates: AMP off / bf16 (where the hardware computes it natively) / fp16 (CUDA),
 channels-last off/on, the DataLoader or the device-resident loader, and torch.compile off/on
-(on a CPU only with ``--with-compile``: each compile costs minutes). Each candidate builds the
-real model and training step, runs a few untimed warm-up updates on generated images of the
-run's size, then is timed over a few updates, several times, candidates interleaved. Every
+(on a CPU only with ``--with-compile``: each compile costs minutes), and TF32 on CUDA. Each
+candidate builds the real model and training step, runs a few untimed warm-up updates on
+generated images of the run's size, then is timed over a few updates, several times,
+interleaved with the plain reference; only the reference and one candidate are built at once. Every
 number is measured, none assumed. A candidate that switches fewer things on and ties with the
 fastest (its best trial within ``tolerance`` of the fastest median: a difference inside the
 noise) wins: simpler settings are kept unless speed says otherwise.
@@ -36,17 +37,19 @@ class Candidate:
     channels_last: bool = False
     compile: bool = False
     loader: str = "torch"
+    tf32: bool = False
 
     @property
     def switches(self) -> int:
         """How many things this candidate turns on (fewer = simpler)."""
-        return (self.amp != "off") + self.channels_last + self.compile + (self.loader != "torch")
+        return (self.amp != "off") + self.channels_last + self.compile + (self.loader != "torch") + self.tf32
 
     @property
     def name(self) -> str:
         on = [f"amp={self.amp}"] if self.amp != "off" else []
         on += [n for n, v in (("channels_last", self.channels_last), ("compile", self.compile)) if v]
         on += ["loader=device"] if self.loader == "device" else []
+        on += ["tf32"] if self.tf32 else []
         return "+".join(on) or "plain"
 
     def overrides(self) -> dict[str, Any]:
@@ -55,6 +58,7 @@ class Candidate:
             "techniques.channels_last": self.channels_last,
             "techniques.compile": self.compile,
             "data.loader": self.loader,
+            "techniques.tf32": self.tf32,
         }
 
 
@@ -65,9 +69,10 @@ def candidates(device: torch.device, with_compile: bool) -> list[Candidate]:
     elif cpu_supports_bf16():
         amps.append("bf16")
     compiles = [False, True] if with_compile or device.type == "cuda" else [False]
+    tf32s = [False, True] if device.type == "cuda" else [False]
     return [
-        Candidate(a, cl, c, ld)
-        for a, cl, c, ld in itertools.product(amps, [False, True], compiles, ["torch", "device"])
+        Candidate(a, cl, c, ld, tf)
+        for a, cl, c, ld, tf in itertools.product(amps, [False, True], compiles, ["torch", "device"], tf32s)
     ]
 
 
@@ -151,20 +156,53 @@ def autotune(
     tolerance: float = 0.03,
     timer: Callable[[Candidate], Callable[[], float]] | None = None,
 ) -> AutotuneResult:
-    """Time every candidate ``repeats`` times (interleaved), pick, and return the base config
-    with the winner's switches. ``timer(candidate)`` may replace the real measurement (tests)."""
+    """Time every candidate ``repeats`` times and return the base config with the winner's
+    switches. ``timer(candidate)`` builds a candidate and returns its timing function (tests
+    replace the real measurement).
+
+    At most two candidates live at once (on a GPU, each is a model, optimizer and data): the
+    first candidate (plain) stays built as the reference; every other one is built, timed
+    interleaved with it (A R R A A R ...), and freed before the next is built. Its throughput
+    is then its paired ratio to the reference times the reference's overall median, so
+    candidates timed at different moments compare fairly."""
     make = timer or (lambda c: measure_candidate(base, c, warmup, steps))
-    runners: dict[Candidate, Callable[[], float]] = {}
-    for c in cands:
+    reference, others = cands[0], cands[1:]
+    log.info(f"autotune: preparing the reference, {reference.name} (warm-up untimed)")
+    run_reference = make(reference)
+    raw: list[float] = []
+    ratios: dict[Candidate, list[float]] = {}
+    for c in others:
         log.info(f"autotune: preparing {c.name} (warm-up untimed)")
-        runners[c] = make(c)
-    results: dict[Candidate, list[float]] = {c: [] for c in cands}
-    for trial in range(repeats):
-        order = cands if trial % 2 == 0 else cands[::-1]
-        for c in order:
-            results[c].append(runners[c]())
+        ratios[c] = _paired(make(c), run_reference, repeats, raw)  # nothing keeps it built afterwards
+        _release_memory()
+    if not others:
+        raw = [run_reference() for _ in range(repeats)]
+    middle = statistics.median(raw)
+    results = {reference: raw, **{c: [r * middle for r in ratios[c]] for c in others}}
     best = pick(results, tolerance)
     return AutotuneResult(best, results, Config.from_overrides(best.overrides(), base))
+
+
+def _paired(runner: Callable[[], float], reference: Callable[[], float], repeats: int, raw: list[float]) -> list[float]:
+    """``runner``'s throughput over the reference's, per trial, alternating who goes first;
+    the reference's own figures are appended to ``raw``."""
+    ratios = []
+    for trial in range(repeats):
+        if trial % 2 == 0:
+            mine, ref = runner(), reference()
+        else:
+            ref, mine = reference(), runner()
+        raw.append(ref)
+        ratios.append(mine / ref)
+    return ratios
+
+
+def _release_memory() -> None:
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def write_fragment(result: AutotuneResult, path: Path, command: str) -> Path:

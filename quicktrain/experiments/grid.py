@@ -57,7 +57,7 @@ def technique_overrides(arm: tuple[str, ...], techniques: tuple[str, ...], accum
             out["techniques.micro_batch_size"] = None
         elif name == "pin":
             out["techniques.pin_memory"] = name in on
-        else:  # channels_last, compile: config keys of the same name
+        else:  # channels_last, compile, tf32: config keys of the same name
             out[f"techniques.{name}"] = name in on
     return out
 

@@ -8,6 +8,7 @@ import torch
 
 from quicktrain.config import Config
 from quicktrain.techniques.accumulation import Accumulation, micro_weights, plan_epoch, split_sizes
+from quicktrain.techniques.cuda_switches import CudaSwitches, resolve_cuda_switches
 from quicktrain.techniques.distributed import Distributed, resolve_distributed
 from quicktrain.techniques.layout import maybe_compile, memory_format, unwrap
 from quicktrain.techniques.pinning import Pinning, resolve_pinning
@@ -22,6 +23,7 @@ class Techniques:
     memory_format: torch.memory_format
     compile: bool
     distributed: Distributed = field(default_factory=Distributed)
+    cuda: CudaSwitches = field(default_factory=lambda: CudaSwitches(False, False, False, False))
 
     def describe(self) -> dict[str, object]:
         """What was derived, for the start-up banner and the run record."""
@@ -38,6 +40,7 @@ class Techniques:
             "channels_last": self.memory_format == torch.channels_last,
             "compile": self.compile,
             "world_size": self.distributed.world,
+            **self.cuda.describe(),
         }
 
 
@@ -54,11 +57,13 @@ def resolve_techniques(cfg: Config, device: torch.device, distributed: Distribut
         memory_format=memory_format(t.channels_last),
         compile=t.compile,
         distributed=distributed,
+        cuda=resolve_cuda_switches(t.tf32, device),
     )
 
 
 __all__ = [
     "Accumulation",
+    "CudaSwitches",
     "Distributed",
     "Pinning",
     "Precision",

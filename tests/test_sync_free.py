@@ -1,0 +1,125 @@
+"""No host-device synchronisation inside an update: the known sync points are never called
+by ``train_step`` (nor by the device loader between batches); the device is read only at the
+loop's check points. On CUDA the same is proven with ``set_sync_debug_mode("error")``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+import pytest
+import torch
+from conftest import make_state, tiny_config, uint8_batch
+
+from quicktrain.data.device_loader import DeviceLoader
+from quicktrain.data.synthetic import make_synthetic
+from quicktrain.engine.guard import NonFiniteGuard
+from quicktrain.engine.step import train_step
+from quicktrain.models import create_model
+
+# every Python-level way a tensor's value reaches the host (each one waits for the device)
+SYNC_POINTS = [
+    (torch.Tensor, "item"),
+    (torch.Tensor, "__bool__"),
+    (torch.Tensor, "__float__"),
+    (torch.Tensor, "__int__"),
+    (torch.Tensor, "__index__"),
+    (torch.Tensor, "tolist"),
+    (torch.Tensor, "numpy"),
+    (torch.Tensor, "cpu"),
+    (torch.amp.GradScaler, "get_scale"),
+]
+
+
+@contextlib.contextmanager
+def counting_syncs():
+    calls: Counter[str] = Counter()
+    saved = {(cls, name): cls.__dict__.get(name) for cls, name in SYNC_POINTS}
+
+    def wrap(cls, name):
+        original = getattr(cls, name)
+
+        def counted(self, *args, **kwargs):
+            calls[f"{cls.__name__}.{name}"] += 1
+            return original(self, *args, **kwargs)
+
+        return counted
+
+    try:
+        for cls, name in SYNC_POINTS:
+            setattr(cls, name, wrap(cls, name))
+        yield calls
+    finally:
+        for (cls, name), value in saved.items():
+            if value is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, value)
+
+
+def _fused_state(scaler: torch.amp.GradScaler | None, grad_clip: float | None):
+    torch.manual_seed(0)
+    state = make_state(create_model("test_resnet", num_classes=10), micro_batch_size=4, grad_clip=grad_clip)
+    state.optimizer = torch.optim.SGD(state.model.parameters(), lr=0.1, momentum=0.9, fused=True)
+    state.scheduler = torch.optim.lr_scheduler.LambdaLR(state.optimizer, lambda _: 1.0)
+    if scaler is not None:
+        state.scaler = scaler
+    state.guard = NonFiniteGuard("stop", state.scaler.is_enabled(), torch.device("cpu"))
+    return state
+
+
+@pytest.mark.parametrize(
+    "scaler",
+    [None, torch.amp.GradScaler("cpu", init_scale=2.0**10)],
+    ids=["guard-stop", "fp16-like-scaler"],
+)
+@pytest.mark.parametrize("grad_clip", [None, 1.0])
+def test_train_step_calls_no_sync_point(scaler, grad_clip):
+    state = _fused_state(scaler, grad_clip)
+    train_step(state, uint8_batch(8))  # warm-up: lazy state (optimizer buffers, scale) is created
+    with counting_syncs() as calls:
+        for seed in range(3):
+            train_step(state, uint8_batch(8, seed=seed))  # 2 micro-batches of 4 each
+    assert dict(calls) == {}
+    assert state.counters.num_updates == 4 and state.counters.micro_steps == 8
+
+
+def test_the_guard_and_skip_counts_are_read_only_at_check_points():
+    state = _fused_state(torch.amp.GradScaler("cpu", init_scale=2.0**10), None)
+    poisoned = next(state.model.parameters())
+    handle = poisoned.register_hook(lambda g: torch.full_like(g, float("inf")))
+    with counting_syncs() as calls:
+        train_step(state, uint8_batch(8))
+    handle.remove()
+    assert dict(calls) == {} and state.counters.skipped_updates == 0  # known only on the device
+    state.settle()  # a check point
+    assert state.counters.skipped_updates == 1
+
+
+def test_the_device_loader_yields_batches_without_syncing():
+    split = make_synthetic(num_train=64, num_test=1).train
+    loader = DeviceLoader(split, batch_size=16, seed=0, device=torch.device("cpu"))
+    iterator = iter(loader)
+    next(iterator)  # the epoch's one index copy happens here
+    with counting_syncs() as calls:
+        rest = list(iterator)
+    assert len(rest) == 3 and dict(calls) == {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="sync debug mode needs CUDA")
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+@pytest.mark.parametrize("loader", ["torch", "device"])
+def test_cuda_updates_run_under_sync_debug_mode_error(tmp_path, amp, loader):
+    from quicktrain.engine.setup import build_run
+
+    cfg = tiny_config(tmp_path / "run", **{"run.device": "cuda", "techniques.amp": amp, "data.loader": loader})
+    run = build_run(cfg, progress=False)
+    batches = iter(run.train_loader)
+    train_step(run.state, next(batches))  # warm-up
+    batch = next(batches)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        train_step(run.state, batch)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
