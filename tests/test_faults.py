@@ -217,3 +217,95 @@ def test_run_record_files_get_the_users_umask_not_0600(tmp_path: Path) -> None:
     assert {"config.yaml", "summary.json", "model.pt", "metrics.jsonl", "env.json"} <= {p.name for p in files}
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+
+
+def _oom_states():
+    """Two identical BatchNorm-free states with an fp16-like (enabled) scaler and clipping."""
+    import copy
+
+    from conftest import make_state
+
+    from quicktrain.models import create_model
+
+    torch.manual_seed(0)
+    model = create_model("test_vit", num_classes=10)
+    states = []
+    for _ in range(2):
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+        states.append(make_state(copy.deepcopy(model), micro_batch_size=8, grad_clip=1.0, scaler=scaler))
+    return states
+
+
+def _assert_same_update(recovered, reference) -> None:
+    assert recovered.micro_batch_size == reference.micro_batch_size == 4
+    assert recovered.counters.micro_steps == reference.counters.micro_steps == 4  # counted once
+    assert recovered.counters.num_updates == reference.counters.num_updates == 1
+    assert recovered.counters.oom_halvings == 1 and recovered.scaler.get_scale() == reference.scaler.get_scale()
+    for a, b in zip(recovered.model.parameters(), reference.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_oom_in_the_second_micro_batch_redoes_the_update_exactly() -> None:
+    from conftest import uint8_batch
+
+    from quicktrain.engine.oom import step_with_oom_retry
+    from quicktrain.engine.step import train_step
+
+    recovered, reference = _oom_states()
+    forwards = {"n": 0}
+
+    def second_forward_fails(module, args):
+        forwards["n"] += 1
+        if forwards["n"] == 2:  # the second micro-batch of the first attempt
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    handle = recovered.model.register_forward_pre_hook(second_forward_fails)
+    batch = uint8_batch(16)
+    step_with_oom_retry(recovered, batch)
+    handle.remove()
+    reference.micro_batch_size = 4
+    train_step(reference, batch)
+    _assert_same_update(recovered, reference)
+
+
+def test_oom_in_the_optimizer_step_after_unscale_redoes_the_update_exactly() -> None:
+    from conftest import uint8_batch
+
+    from quicktrain.engine.oom import step_with_oom_retry
+    from quicktrain.engine.step import train_step
+
+    recovered, reference = _oom_states()
+    real_step = recovered.optimizer.step
+    calls = {"n": 0}
+
+    def allocating_state_fails(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:  # after unscale_ and clipping: a second unscale_ must not raise
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real_step(*args, **kwargs)
+
+    recovered.optimizer.step = allocating_state_fails
+    batch = uint8_batch(16)
+    step_with_oom_retry(recovered, batch)
+    reference.micro_batch_size = 4
+    train_step(reference, batch)
+    _assert_same_update(recovered, reference)
+
+
+def test_oom_under_data_parallelism_stops_with_the_micro_batch_to_resume_with(monkeypatch) -> None:
+    from conftest import uint8_batch
+
+    from quicktrain.engine import oom
+    from quicktrain.techniques.distributed import Distributed
+
+    state, _ = _oom_states()
+    state.distributed = Distributed(rank=1, world=2, local_rank=1, backend="gloo")
+
+    def fails(state, batch):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(oom, "train_step", fails)
+    with pytest.raises(
+        TrainingError, match="on rank 1 of 2; the ranks must split alike: resume with --micro-batch-size 4"
+    ):
+        oom.step_with_oom_retry(state, uint8_batch(16))
