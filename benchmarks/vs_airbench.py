@@ -1,0 +1,216 @@
+"""quicktrain's speedrun recipe against the published airbench94 (Keller Jordan's ``airbench``
+package from PyPI, unchanged) on the same data, in one run, seeds interleaved, each timed to
+the same accuracy: the accuracy airbench reaches there (its median over the seeds, with its
+test-time augmentation).
+
+- airbench: ``airbench.train94`` on the data written in its own format (``cifar10/train.pt``,
+  ``test.pt`` in a work folder), then its TTA evaluation; its time = training (whitening
+  initialisation included, as airbench times it) + that evaluation.
+- quicktrain: ``configs/speedrun_cifar10.yaml`` in a fresh process, evaluated (with the same
+  TTA) every ``--eval-every-steps`` updates; its time to the target = training time until the
+  first evaluation at or above airbench's median accuracy + that evaluation's TTA time.
+- On a GPU airbench runs as published (fp16, CUDA events). On a CPU its CUDA calls are
+  redirected to the CPU and its forward runs under bf16 autocast (``--device cpu``): the
+  closest CPU analogue of its fp16 GPU recipe.
+
+    pip download --no-deps airbench==0.1.8 && pip install airbench-0.1.8.tar.gz   # once
+    python benchmarks/vs_airbench.py --data ../shared/datasets/cifar10-jpeg --seeds 3 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import spread
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_airbench_data(data: str, work: Path, max_train: int | None) -> None:
+    """The image folder decoded by quicktrain, saved in airbench's format."""
+    from quicktrain.config import DataConfig
+    from quicktrain.data.sources import load_arrays
+
+    arrays = load_arrays(DataConfig(dataset=f"imagefolder:{data}", max_train_samples=max_train, data_mode="memory"))
+    folder = work / "cifar10"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, split in (("train", arrays.train), ("test", arrays.test)):
+        payload = {"images": torch.from_numpy(split.images), "labels": torch.from_numpy(split.labels)}
+        torch.save({**payload, "classes": list(arrays.classes)}, folder / f"{name}.pt")
+
+
+class _CpuEvent:
+    """torch.cuda.Event's timing interface on the host clock."""
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: _CpuEvent) -> float:
+        return 1e3 * (end.t - self.t)
+
+
+@contextlib.contextmanager
+def airbench_on_cpu() -> Iterator[None]:
+    """airbench's CUDA calls redirected to the CPU; fp16 casts become no-ops (the forward runs
+    under bf16 autocast instead, see :func:`bf16_net`)."""
+    saved = {
+        (torch.Tensor, "cuda"): torch.Tensor.cuda,
+        (torch.nn.Module, "cuda"): torch.nn.Module.cuda,
+        (torch.nn.Module, "half"): torch.nn.Module.half,
+        (torch.Tensor, "half"): torch.Tensor.half,
+        (torch.cuda, "Event"): torch.cuda.Event,
+        (torch.cuda, "synchronize"): torch.cuda.synchronize,
+        (torch, "load"): torch.load,
+    }
+    real_load = torch.load
+    patches = {
+        (torch.Tensor, "cuda"): lambda self, *a, **k: self,
+        (torch.nn.Module, "cuda"): lambda self, *a, **k: self,
+        (torch.nn.Module, "half"): lambda self: self,
+        (torch.Tensor, "half"): lambda self, *a, **k: self.float(),
+        (torch.cuda, "Event"): _CpuEvent,
+        (torch.cuda, "synchronize"): lambda *a, **k: None,
+        (torch, "load"): lambda path, *a, **k: real_load(path, map_location="cpu", weights_only=False),
+    }
+    try:
+        for (owner, name), value in patches.items():
+            setattr(owner, name, value)
+        yield
+    finally:
+        for (owner, name), value in saved.items():
+            setattr(owner, name, value)
+
+
+def bf16_net(make_net):
+    """airbench's net with its forward under CPU bf16 autocast (logits back in fp32)."""
+
+    def make():
+        net = make_net()
+        forward = net.forward
+
+        @functools.wraps(forward)
+        def autocast_forward(x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return forward(x).float()
+
+        net.forward = autocast_forward
+        return net
+
+    return make
+
+
+def run_airbench(work: Path, seed: int, cpu: bool, epochs: float | None) -> dict[str, float]:
+    import os
+
+    import airbench
+    from airbench.lib_airbench94 import make_net94
+
+    here = Path.cwd()
+    os.chdir(work)  # airbench reads ./cifar10/{train,test}.pt
+    try:
+        with airbench_on_cpu() if cpu else contextlib.nullcontext():
+            torch.manual_seed(seed)
+            kwargs = {"epochs": epochs} if epochs else {}
+            sync = (lambda: None) if cpu else torch.cuda.synchronize
+            sync()
+            start = time.perf_counter()
+            model = airbench.train94(make_net=bf16_net(make_net94) if cpu else make_net94, verbose=False, **kwargs)
+            sync()
+            trained = time.perf_counter()
+            test_loader = airbench.CifarLoader("cifar10", train=False, batch_size=2000)
+            accuracy = airbench.evaluate(model, test_loader, tta_level=2)
+            sync()
+            done = time.perf_counter()
+    finally:
+        os.chdir(here)
+    return {
+        "accuracy": float(accuracy),
+        "train_s": trained - start,
+        "tta_eval_s": done - trained,
+        "time_s": done - start,
+    }
+
+
+def run_quicktrain(args: argparse.Namespace, seed: int, out: Path) -> list[dict]:
+    command = [sys.executable, "-m", "quicktrain", "train", "--config", str(REPO / "configs/speedrun_cifar10.yaml"),
+               "--dataset", f"imagefolder:{Path(args.data).resolve()}", "--seed", str(seed), "--device", args.device,
+               "--eval-every-steps", str(args.eval_every_steps), "--tta", "flip_translate", "--no-progress",
+               "--no-tensorboard", "--out", str(out)]  # fmt: skip
+    if args.max_train_samples:
+        command += ["--max-train-samples", str(args.max_train_samples)]
+    if args.compile:
+        command += ["techniques.compile=true"]
+    if args.quicktrain_epochs:
+        command += ["--epochs", str(args.quicktrain_epochs)]
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"quicktrain seed {seed} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return [json.loads(line) for line in (out / "evals.jsonl").read_text().splitlines() if line.strip()]
+
+
+def time_to(evals: list[dict], target: float) -> dict[str, float] | None:
+    """The first evaluation at or above ``target``: training time, and with its TTA evaluation."""
+    for row in evals:
+        if row["test_accuracy"] >= target:
+            return {"train_s": row["train_time_s"], "time_s": row["train_time_s"] + row["test_eval_time_s"]}
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="../shared/datasets/cifar10-jpeg", help="imagefolder (train/, test/)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--eval-every-steps", type=int, default=20, help="quicktrain's evaluation cadence (updates)")
+    parser.add_argument("--compile", action="store_true", help="quicktrain with torch.compile (GPU)")
+    parser.add_argument("--work", type=Path, default=Path("runs/vs-airbench"))
+    parser.add_argument("--max-train-samples", type=int, help="a class-balanced subset, for a smoke run")
+    parser.add_argument("--airbench-epochs", type=float, help="override airbench's 9.9 epochs (smoke runs)")
+    parser.add_argument("--quicktrain-epochs", type=int, help="override the recipe's 9 epochs (smoke runs)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    write_airbench_data(args.data, args.work, args.max_train_samples)
+    cpu = args.device == "cpu"
+    air, quick = [], []
+    for seed in range(args.seeds):  # interleaved: airbench, quicktrain, airbench, ...
+        air.append(run_airbench(args.work, seed, cpu, args.airbench_epochs))
+        print(f"seed {seed} airbench94: test acc {air[-1]['accuracy']:.4f} in {air[-1]['time_s']:.1f}s", flush=True)
+        quick.append(run_quicktrain(args, seed, args.work / f"quicktrain-s{seed}"))
+    target = statistics.median(a["accuracy"] for a in air)
+    reached = [time_to(evals, target) for evals in quick]
+    finals = [evals[-1]["test_accuracy"] for evals in quick]
+    print(f"\ntarget: airbench94's median test accuracy with TTA, {target:.4f}")
+    print(
+        f"airbench94: {spread([a['time_s'] for a in air], ' s')} (training {spread([a['train_s'] for a in air], ' s')})"
+    )
+    if all(r is not None for r in reached):
+        times = [r["time_s"] for r in reached]
+        ratios = [q / a["time_s"] for q, a in zip(times, air)]
+        print(f"quicktrain to the target: {spread(times, ' s')}; final accuracy {spread(finals)}")
+        print(f"time ratio quicktrain / airbench94 (paired by seed): {spread(ratios)}")
+    else:
+        count = sum(r is not None for r in reached)
+        print(f"quicktrain reached {target:.4f} in {count} of {len(reached)} seeds: no ratio")
+    if args.json:
+        result = {"target": target, "airbench": air, "quicktrain_to_target": reached, "quicktrain_final": finals}
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
