@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import types
 import typing
@@ -222,6 +223,7 @@ def _add_autotune_parser(sub: Any) -> None:
         "quicktrain train --config tuned.yaml",
     )
     autotune.add_argument("--out", help="config file to write [runs/autotune-MODEL.yaml]")
+    autotune.add_argument("--json", type=Path, help="also write the measured table as JSON")
     autotune.add_argument("--repeats", type=int, default=3, help="timed trials per candidate [3]")
     autotune.add_argument("--steps", type=int, default=3, help="updates per timed trial [3]")
     autotune.add_argument("--warmup", type=int, default=2, help="untimed updates first [2]")
@@ -229,6 +231,12 @@ def _add_autotune_parser(sub: Any) -> None:
         "--tolerance", type=float, default=0.03, help="ties within this fraction keep the simpler [0.03]"
     )
     autotune.add_argument("--with-compile", action="store_true", help="also try torch.compile on a CPU (minutes each)")
+    autotune.add_argument(
+        "--switches",
+        default="amp,channels_last,compile,loader,tf32",
+        help="which switches to combine (the others stay as in the base config's defaults) "
+        "[amp,channels_last,compile,loader,tf32]",
+    )
     _add_job_options(autotune, "candidate", skip=())
 
 
@@ -366,11 +374,22 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             f"--repeats, --steps and --warmup must be at least 1, got {args.repeats}, {args.steps}, {args.warmup}"
         )
     device = _device_of(base)
+    switches = tuple(name.strip() for name in args.switches.split(",") if name.strip())
     result = autotune(
-        base, candidates(device, args.with_compile), args.repeats, args.warmup, args.steps, args.tolerance
+        base, candidates(device, args.with_compile, switches), args.repeats, args.warmup, args.steps, args.tolerance
     )
     out = Path(args.out or f"runs/autotune-{model_slug(base.model.name)}.yaml")
     write_fragment(result, out, " ".join(["quicktrain", *args.argv]))
+    if args.json:
+        from quicktrain.atomic import atomic_write_text
+
+        table = {
+            "model": base.model.name,
+            "batch_size": base.run.batch_size,
+            "device": str(device),
+            "rows": result.table(),
+        }
+        atomic_write_text(args.json, json.dumps(table, indent=2) + "\n")
     print(format_table(result.table(), TABLE_COLUMNS))
     print(f"\nchosen: {result.best.name}; config: {out} (quicktrain train --config {out})")
     return 0

@@ -78,6 +78,17 @@ def test_at_most_two_candidates_are_built_at_once_and_drift_is_paired_out() -> N
     assert result.best == CL  # drift hit the late candidates, but each is compared with plain beside it
 
 
+def test_switches_restrict_the_grid() -> None:
+    import torch
+
+    from quicktrain.errors import ConfigError
+
+    grid = candidates(torch.device("cpu"), with_compile=False, switches=("channels_last",))
+    assert grid == [PLAIN, CL]
+    with pytest.raises(ConfigError, match="unknown autotune switch 'fp8'"):
+        candidates(torch.device("cpu"), with_compile=False, switches=("fp8",))
+
+
 def test_candidates_on_this_cpu_skip_fp16_and_compile_unless_asked() -> None:
     import torch
 

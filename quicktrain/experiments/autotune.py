@@ -26,6 +26,7 @@ import torch
 
 from quicktrain.atomic import atomic_write_text
 from quicktrain.config import Config
+from quicktrain.errors import ConfigError
 from quicktrain.techniques.precision import cpu_supports_bf16
 
 log = logging.getLogger("quicktrain")
@@ -62,18 +63,29 @@ class Candidate:
         }
 
 
-def candidates(device: torch.device, with_compile: bool) -> list[Candidate]:
+SWITCHES = ("amp", "channels_last", "compile", "loader", "tf32")
+
+
+def candidates(device: torch.device, with_compile: bool, switches: tuple[str, ...] = SWITCHES) -> list[Candidate]:
+    """Every combination of the ``switches`` this device has; the others stay off/default."""
+    unknown = sorted(set(switches) - set(SWITCHES))
+    if unknown:
+        raise ConfigError(f"unknown autotune switch '{unknown[0]}'; accepted: {', '.join(SWITCHES)}")
     amps = ["off"]
     if device.type == "cuda":
         amps += (["bf16"] if torch.cuda.is_bf16_supported() else []) + ["fp16"]
     elif cpu_supports_bf16():
         amps.append("bf16")
-    compiles = [False, True] if with_compile or device.type == "cuda" else [False]
-    tf32s = [False, True] if device.type == "cuda" else [False]
-    return [
-        Candidate(a, cl, c, ld, tf)
-        for a, cl, c, ld, tf in itertools.product(amps, [False, True], compiles, ["torch", "device"], tf32s)
-    ]
+    cuda = device.type == "cuda"
+    options = {
+        "amp": amps,
+        "channels_last": [False, True],
+        "compile": [False, True] if with_compile or cuda else [False],
+        "loader": ["torch", "device"],
+        "tf32": [False, True] if cuda else [False],
+    }
+    chosen = [options[name] if name in switches else options[name][:1] for name in SWITCHES]
+    return [Candidate(a, cl, c, ld, tf) for a, cl, c, ld, tf in itertools.product(*chosen)]
 
 
 def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Candidate:

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The GPU checks in one command: under 9 minutes on one H200, no network.
+#
+#   python benchmarks/gpu_carry.py pack        # here, once: wheels + the CIFAR-10 JPEG copy in .gpu-carry/
+#   bash benchmarks/gpu_suite.sh --dry-run     # here, on a CPU: the plan, and whether the carried tree fits
+#   bash benchmarks/gpu_suite.sh               # on the GPU machine, with .gpu-carry carried along
+#
+# The GPU image has PyTorch, timm, tensorboard and matplotlib but not pytorch-ignite (nor optuna,
+# which the suite does not need) and no network: the carried wheels are installed without an index.
+# With the device tool: run(command="bash benchmarks/gpu_suite.sh", carry=[".gpu-carry"]); results go
+# to $OUT (the folder the tool brings back), else runs/gpu-suite. Steps, each with its own time limit
+# (a step that fails or times out is recorded and the suite goes on):
+#   1. CUDA-only tests: sync-free updates under set_sync_debug_mode("error"), pinned batches and
+#      non_blocking copies, fp16 autocast and GradScaler, OOM recovery              (<= 60 s)
+#   2. pinned vs pageable DataLoader memory, host-to-device copies                  (<= 40 s)
+#   3. step throughput, off/bf16/fp16 x channels-last, resnet50 and vit_small,
+#      batch 256, interleaved against plain (quicktrain autotune --switches)         (<= 2 x 90 s)
+#   4. the speedrun recipe with torch.compile, 3 seeds, each timed to airbench94's accuracy,
+#      beside airbench94 on the same data (benchmarks/vs_airbench.py)             (<= 240 s)
+#   5. one JSON (suite.json) and a short markdown table (suite.md)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DRY=0
+[[ "${1:-}" == "--dry-run" ]] && DRY=1
+R=${OUT:-runs/gpu-suite}
+DATA=${DATA:-/tmp/cifar10-jpeg}
+PY=${PYTHON:-python}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+STEPS=(
+  "60|tests|$PY -m pytest -q -rs tests/test_sync_free.py tests/test_pinning.py tests/test_precision.py tests/test_faults.py -k 'cuda or oom or pinn'"
+  "40|pinned|$PY benchmarks/pinned_loader.py --repeats 5 --json $R/pinned.json"
+  "90|step-resnet50|$PY -m quicktrain autotune --model resnet50 --batch-size 256 --dataset synthetic --switches amp,channels_last --repeats 3 --steps 5 --warmup 3 --out $R/autotune-resnet50.yaml --json $R/step-resnet50.json"
+  "90|step-vit_small|$PY -m quicktrain autotune --model vit_small --batch-size 256 --dataset synthetic --switches amp,channels_last --repeats 3 --steps 5 --warmup 3 --out $R/autotune-vit_small.yaml --json $R/step-vit_small.json"
+  "240|speedrun-vs-airbench|$PY benchmarks/vs_airbench.py --data $DATA --seeds 3 --compile --device cuda --work $R/vs-airbench --json $R/vs-airbench.json"
+)
+
+if [[ $DRY == 1 ]]; then
+  echo "gpu_suite plan (results in $R; data unpacked to $DATA):"
+  total=0
+  for step in "${STEPS[@]}"; do
+    IFS='|' read -r limit name cmd <<<"$step"
+    total=$((total + limit))
+    printf '  %-22s <= %3ss  %s\n' "$name" "$limit" "$cmd"
+  done
+  echo "  time limits add up to ${total}s (+ ~20 s to install the wheels and unpack the data): must stay under 540 s"
+  [[ $total -le 520 ]] || { echo "dry run: the plan is too long"; exit 1; }
+  [[ -f .gpu-carry/cifar10-jpeg.npz && -n "$(ls .gpu-carry/wheels/*.whl 2>/dev/null)" ]] \
+    || { echo "dry run: .gpu-carry is missing; run: python benchmarks/gpu_carry.py pack"; exit 1; }
+  $PY benchmarks/gpu_carry.py size || { echo "dry run: the carried tree is over the limit"; exit 1; }
+  for script in benchmarks/pinned_loader.py benchmarks/vs_airbench.py; do
+    $PY "$script" --help >/dev/null || { echo "dry run: $script does not start"; exit 1; }
+  done
+  $PY -m quicktrain autotune --help | grep -q -- "--switches" || { echo "dry run: autotune lacks --switches"; exit 1; }
+  echo "dry run: plan and carried size OK"
+  exit 0
+fi
+
+mkdir -p "$R"
+$PY -c "import ignite" 2>/dev/null || $PY -m pip install --no-index --no-deps -q .gpu-carry/wheels/*.whl
+$PY -c "import airbench" 2>/dev/null || $PY -m pip install --no-index --no-deps -q .gpu-carry/wheels/airbench-*.whl
+[[ -d $DATA/train ]] || $PY benchmarks/gpu_carry.py unpack --to "$DATA"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$R/gpu.txt" 2>&1
+$PY -c "import torch, json; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda}))" > "$R/versions.json"
+
+: > "$R/steps.tsv"
+for step in "${STEPS[@]}"; do
+  IFS='|' read -r limit name cmd <<<"$step"
+  echo "== $name (<= ${limit}s)"
+  start=$(date +%s)
+  timeout "$limit" bash -c "$cmd" > "$R/$name.log" 2>&1
+  status=$?
+  printf '%s\t%s\t%s\n' "$name" "$status" "$(( $(date +%s) - start ))" >> "$R/steps.tsv"
+  tail -n 5 "$R/$name.log"
+done
+
+$PY - "$R" <<'EOF'
+"""suite.json (everything measured) and suite.md (the short table)."""
+import json
+import sys
+from pathlib import Path
+
+root = Path(sys.argv[1])
+steps = [line.split("\t") for line in (root / "steps.tsv").read_text().splitlines() if line]
+suite = {"steps": {name: {"exit": int(code), "seconds": int(sec)} for name, code, sec in steps}}
+for name in ("pinned", "step-resnet50", "step-vit_small", "vs-airbench"):
+    path = root / f"{name}.json"
+    suite[name] = json.loads(path.read_text()) if path.is_file() else None
+versions = root / "versions.json"
+suite["versions"] = json.loads(versions.read_text()) if versions.is_file() else None
+gpu = root / "gpu.txt"
+suite["gpu"] = gpu.read_text().strip() if gpu.is_file() else None
+(root / "suite.json").write_text(json.dumps(suite, indent=2) + "\n")
+
+lines = [f"# GPU suite: {suite['gpu']}", "", "| step | exit | seconds |", "|---|---|---|"]
+lines += [f"| {n} | {v['exit']} | {v['seconds']} |" for n, v in suite["steps"].items()]
+for model in ("resnet50", "vit_small"):
+    table = suite.get(f"step-{model}")
+    if table:
+        lines += ["", f"**{model}, batch 256: images/s (median) and vs plain**", "", "| candidate | img/s | vs plain |", "|---|---|---|"]
+        lines += [f"| {r['candidate']} | {r['images_per_s']:.0f} | {r['vs_plain']:.2f}x |" for r in table["rows"]]
+pinned = suite.get("pinned")
+if pinned and "ratio_median" in pinned:
+    lines += ["", f"pinned / pageable loader throughput: {pinned['ratio_median']:.2f}x (median)"]
+air = suite.get("vs-airbench")
+if air:
+    lines += ["", f"airbench94 median accuracy (target): {air['target']:.4f}"]
+    lines += [f"- seed {i}: airbench94 {a['time_s']:.2f}s (acc {a['accuracy']:.4f}); quicktrain to target "
+              + (f"{q['time_s']:.2f}s" if q else "not reached") for i, (a, q) in enumerate(zip(air["airbench"], air["quicktrain_to_target"]))]
+(root / "suite.md").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
