@@ -71,3 +71,20 @@ def uint8_batch(n: int, num_classes: int = 10, size: int = 32, seed: int = 0) ->
     x = torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=g)
     y = torch.randint(0, num_classes, (n,), generator=g)
     return x, y
+
+
+def ctrl_c_at_evaluation(monkeypatch: pytest.MonkeyPatch, call: int = 2) -> None:
+    """Make the ``call``-th evaluation of a run raise KeyboardInterrupt (a crash after that
+    many epochs were checkpointed); ``monkeypatch.undo()`` or a new patch restores it."""
+    from quicktrain.engine import loop
+
+    real = loop.evaluate
+    calls = {"n": 0}
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "evaluate", dies)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, tiny_config
+from conftest import REPO, ctrl_c_at_evaluation, tiny_config
 from PIL import Image
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
@@ -57,24 +57,13 @@ def test_a_module_and_tensor_datasets_learn_with_techniques_and_write_a_complete
 
 
 def test_a_run_with_objects_resumes_exactly(tmp_path, monkeypatch):
-    from quicktrain.engine import loop as loop_module
-
     overrides = {"run.epochs": 2, "run.batch_size": 32, "optim.lr": 0.05}
     data = {"train_data": _data(96, 0), "test_data": _data(32, 1)}
     straight = train(tiny_config(tmp_path / "a", **overrides), model=_net(), **data)
-    real = loop_module.evaluate
-    calls = {"n": 0}
-
-    def dies(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "evaluate", dies)
+    ctrl_c_at_evaluation(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         train(tiny_config(tmp_path / "b", **overrides), model=_net(), **data)
-    monkeypatch.setattr(loop_module, "evaluate", real)
+    monkeypatch.undo()
     resumed = train(tiny_config(tmp_path / "b", **overrides, **{"run.resume": "auto"}), model=_net(), **data)
     a = torch.load(straight.folder / "model.pt", weights_only=True)
     b = torch.load(resumed.folder / "model.pt", weights_only=True)

@@ -5,11 +5,10 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import make_state, tiny_config
+from conftest import ctrl_c_at_evaluation, make_state, tiny_config
 
 from quicktrain.config import Config
 from quicktrain.data.synthetic import make_synthetic
-from quicktrain.engine import loop as loop_module
 from quicktrain.engine import oom as oom_module
 from quicktrain.engine import train, train_step
 from quicktrain.engine.setup import build_run
@@ -87,16 +86,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     overrides = {"run.epochs": 2, "model.name": "test_resnet", "optim.schedule": "onecycle", **extra}
     straight = train(tiny_config(tmp_path / "straight", **overrides))
 
-    real_evaluate = loop_module.evaluate
-    calls = {"n": 0}
-
-    def dies_in_second_epoch(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "evaluate", dies_in_second_epoch)
+    ctrl_c_at_evaluation(monkeypatch)  # in the second epoch
     with pytest.raises(KeyboardInterrupt):
         train(tiny_config(tmp_path / "resumed", **overrides, **{"run.progress": True, "run.tensorboard": True}))
     interrupted = json.loads((tmp_path / "resumed" / "summary.json").read_text())
@@ -107,7 +97,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     assert interrupted["train_time_s"] == pytest.approx(interrupted["train_samples"] / interrupted["images_per_s"])
     assert not (tmp_path / "resumed" / "model.pt").exists()
 
-    monkeypatch.setattr(loop_module, "evaluate", real_evaluate)
+    monkeypatch.undo()
     resumed = train(tiny_config(tmp_path / "resumed", **overrides, **{"run.resume": "auto"}))
     assert resumed.summary["status"] == "completed"
     assert resumed.summary["optimizer_updates"] == straight.summary["optimizer_updates"]

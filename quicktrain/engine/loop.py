@@ -169,8 +169,9 @@ class Loop:
         train_loss = float(totals[0]) / max(float(totals[1]), 1.0)
         self.state.guard.check(self.newest_checkpoint)
         self.state.settle()
-        if self.dist.active:
-            self.agree(False)
+        budget = self.cfg.run.max_time
+        if self.dist.active and self.agree(budget is not None and self.counters.train_time_s >= budget):
+            self.stopped_by = "max_time"  # some rank ran out of time at this epoch's end
         epoch, cfg = engine.state.epoch, self.cfg
         every = cfg.run.eval_every_steps
         due = (
