@@ -268,6 +268,7 @@ def test_oom_in_the_second_micro_batch_redoes_the_update_exactly() -> None:
     _assert_same_update(recovered, reference)
 
 
+@pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
 def test_oom_in_the_optimizer_step_after_unscale_redoes_the_update_exactly() -> None:
     from conftest import uint8_batch
 

@@ -81,6 +81,7 @@ def test_disabled_scaler_equals_a_hand_written_fp32_step():
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step")  # the skipped update steps the schedule
 def test_injected_inf_gradient_skips_the_update_and_halves_the_scale():
     torch.manual_seed(0)
     state = _scaled_state(create_model("test_vit", num_classes=10), micro=4)

@@ -10,11 +10,17 @@ zero-grad, scheduler step, and the weight-averaging object's turn (it may do not
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.state import StepMetrics, TrainState
 from quicktrain.techniques.accumulation import micro_weights, split_sizes
+
+# An update the fp16 GradScaler skipped still steps the schedule (deciding otherwise would need a
+# device sync every update); PyTorch then warns that the scheduler stepped before the optimizer.
+warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")
 
 
 def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> StepMetrics:
