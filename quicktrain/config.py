@@ -176,6 +176,11 @@ class RunConfig:
         "training-time budget in seconds (evaluation excluded): stop at the update that passes it, with a "
         "checkpoint, a final evaluation and stopped_by: max_time",
     )
+    early_stop: int | None = opt(
+        None,
+        "stop after this many evaluations without a better validation accuracy (needs --val-fraction; "
+        "stopped_by: early_stop); best.pt holds the best weights either way",
+    )
     resume: str | None = opt(None, "checkpoint file to continue from, or 'auto' for the newest in --out")
     progress: bool = opt(True, "progress bars")
     tensorboard: bool = opt(True, "write TensorBoard event files into the run folder")
@@ -465,6 +470,7 @@ def _validate(cfg: Config) -> None:
         "run.checkpoint_every_steps": cfg.run.checkpoint_every_steps,
         "run.eval_every_steps": cfg.run.eval_every_steps,
         "run.max_time": cfg.run.max_time,
+        "run.early_stop": cfg.run.early_stop,
         "optim.lr": cfg.optim.lr,
         "data.resolution": cfg.data.resolution,
         "data.max_train_samples": cfg.data.max_train_samples,
@@ -501,6 +507,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"data.val_fraction={cfg.data.val_fraction} must be in [0, 1), e.g. 0.1")
     if not cfg.data.load_test and cfg.run.target_accuracy is not None:
         raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
+    if cfg.run.early_stop is not None and cfg.data.val_fraction <= 0:
+        raise ConfigError("run.early_stop watches the validation score: add --val-fraction, e.g. 0.1")
     if cfg.run.stop_at_target and cfg.run.target_accuracy is None:
         raise ConfigError("run.stop_at_target needs run.target_accuracy (e.g. --target-accuracy 0.9)")
     if cfg.optim.lookahead is not None and not 0.0 < cfg.optim.lookahead < 1.0:

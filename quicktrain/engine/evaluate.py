@@ -1,4 +1,5 @@
-"""Evaluation on held-out data: loss, accuracy and macro-F1, under the training precision,
+"""Evaluation on held-out data: loss, accuracy, macro-F1, top-5 (more than 5 classes) and the
+confusion matrix, under the training precision,
 optionally with test-time augmentation (the logits averaged over mirrored and shifted views)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from quicktrain.data.prepare import InputPipeline
-from quicktrain.metrics import accuracy, confusion_matrix, macro_f1
+from quicktrain.metrics import accuracy, confusion_matrix, macro_f1, topk_correct
 from quicktrain.techniques.precision import Precision
 
 
@@ -21,6 +22,8 @@ class EvalResult:
     accuracy: float
     f1_macro: float
     samples: int
+    top5: float | None = None  # with more than 5 classes
+    confusion: torch.Tensor | None = None  # (C, C) counts, rows = true class
 
 
 def mirrored(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -62,6 +65,7 @@ def evaluate(
     model.eval()
     loss_sum = torch.zeros((), device=inputs.device, dtype=torch.float64)
     cm = torch.zeros(num_classes, num_classes, dtype=torch.long, device=inputs.device)
+    top5 = torch.zeros((), dtype=torch.long, device=inputs.device)
     for batch in batches:
         x, y = inputs.to_device(batch)
         with precision.autocast():
@@ -69,9 +73,13 @@ def evaluate(
         # loss in fp32 so the reported number does not depend on the AMP dtype's rounding
         loss_sum += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
         cm += confusion_matrix(logits.argmax(1), y, num_classes)
+        if num_classes > 5:
+            top5 += topk_correct(logits, y, 5)
     model.train(was_training)
     if reduce is not None:
         reduce(cm)
         reduce(loss_sum)
+        reduce(top5)
     n = int(cm.sum())
-    return EvalResult(float(loss_sum) / max(n, 1), accuracy(cm), macro_f1(cm), n)
+    top = int(top5) / max(n, 1) if num_classes > 5 else None
+    return EvalResult(float(loss_sum) / max(n, 1), accuracy(cm), macro_f1(cm), n, top, cm.cpu())

@@ -8,6 +8,7 @@ When training stops, and why (``stopped_by`` in the record):
 - ``max_time``: the training time passed ``run.max_time`` (checked after every update
   without a device sync; the time recorded is synchronised). Ignite's ``TimeLimit`` handler
   counts wall time since the engine started, evaluation included, so it does not serve here;
+- ``early_stop``: ``run.early_stop`` evaluations passed without a better validation accuracy;
 - ``signal``: SIGTERM or a first Ctrl-C (the run is then ``interrupted``).
 A stop between epoch ends writes a mid-epoch checkpoint first, so the record is complete.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 from ignite.engine import Engine, Events
 
+from quicktrain.atomic import atomic_write
 from quicktrain.data.loader import set_epoch
 from quicktrain.engine.checkpoint import capture, save_checkpoint
 from quicktrain.engine.evaluate import evaluate
@@ -31,6 +33,7 @@ from quicktrain.engine.setup import Run
 from quicktrain.engine.state import TrainState
 from quicktrain.metrics import Stopwatch
 from quicktrain.records import RunRecord
+from quicktrain.techniques.layout import unwrap
 
 log = logging.getLogger("quicktrain")
 
@@ -88,6 +91,7 @@ class Loop:
         self.stopped_by = "epochs"
         self.signalled = False  # another rank was signalled (DDP): stop with it
         self.last_eval_update = -1
+        self.last_confusion: dict[str, torch.Tensor] = {}  # split -> the last evaluation's confusion matrix
 
         set_epoch(run.train_loader, position["epoch"], position["batch"])  # the loader continues from here
         done = position["epoch"] * self.epoch_length + position["batch"]
@@ -250,12 +254,17 @@ class Loop:
             )
             scores.update({f"{split}_loss": result.loss, f"{split}_accuracy": result.accuracy})
             scores[f"{split}_f1_macro"] = result.f1_macro
+            if result.top5 is not None:
+                scores[f"{split}_top5_accuracy"] = result.top5
+            self.last_confusion[split] = result.confusion
             scores[f"{split}_eval_time_s"] = self.eval_watch.stop()  # test-time augmentation included
         epochs_done = engine.state.epoch - 1 + batch / self.epoch_length
         train_time = counters.train_time_s + (0.0 if batch == self.epoch_length else self.epoch_time())
         row = {"updates": counters.num_updates, "epoch": round(epochs_done, 6), "train_time_s": train_time, **scores}
         self.record.append_eval(row)
         self.last_eval_update = counters.num_updates
+        if "val_accuracy" in scores:
+            self.track_best(scores["val_accuracy"], row["epoch"])
         target, reached = cfg.run.target_accuracy, scores.get("test_accuracy")
         if target is not None and counters.time_to_target_s is None and reached is not None and reached >= target:
             counters.time_to_target_s = train_time
@@ -272,6 +281,26 @@ class Loop:
             )
             log.info(f"update {counters.num_updates:>5} (epoch {epochs_done:.2f})  {said}  {train_time:.1f}s trained")
         return scores
+
+    def track_best(self, val_accuracy: float, epoch: float) -> None:
+        """best.pt: the weights of the best validation accuracy so far (never the test split's);
+        --early-stop: stop after that many evaluations without a better one."""
+        c = self.counters
+        if c.best_val_accuracy is None or val_accuracy > c.best_val_accuracy:
+            c.best_val_accuracy, c.best_val_update, c.best_val_epoch = val_accuracy, c.num_updates, epoch
+            c.evals_since_best = 0
+            if self.main:
+                weights = unwrap(self.state.model).state_dict()
+                atomic_write(self.folder / "best.pt", lambda f: torch.save(weights, f))
+            return
+        c.evals_since_best += 1
+        patience = self.cfg.run.early_stop
+        if patience is not None and c.evals_since_best >= patience and self.stopped_by == "epochs":
+            self.stopped_by = "early_stop"
+            log.info(
+                f"early stop: {c.evals_since_best} evaluations without a better validation accuracy than "
+                f"{c.best_val_accuracy:.4f} (update {c.best_val_update}); best.pt holds those weights"
+            )
 
     def checkpoint(self, epoch: int, batch: int, extra_time: float = 0.0) -> None:
         """``(epoch, batch)``: the data position; ``extra_time``: the epoch's training so far."""

@@ -30,6 +30,7 @@ RESUMABLE_CHANGES = {
     "run.target_accuracy",  # recorded, or (with stop_at_target) where to stop: the steps before are the same
     "run.stop_at_target",
     "run.max_time",  # a budget may be extended for the resumed part
+    "run.early_stop",
 }
 
 

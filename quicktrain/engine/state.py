@@ -32,6 +32,10 @@ class Counters:
     updates_to_target: int | None = None  # ... the optimizer updates done then
     epochs_to_target: float | None = None  # ... and the epochs (fractional with --eval-every-steps)
     accuracy_at_target: float | None = None  # the test accuracy of that evaluation
+    best_val_accuracy: float | None = None  # the best validation accuracy so far (best.pt holds its weights)
+    best_val_update: int | None = None
+    best_val_epoch: float | None = None
+    evals_since_best: int = 0  # evaluations without a better validation accuracy (--early-stop)
 
     def snapshot(self) -> Counters:
         return dataclasses.replace(self)

@@ -7,7 +7,7 @@ from typing import Any
 
 from quicktrain.data.loader import order_fingerprint
 from quicktrain.engine.setup import Run, augment_spec
-from quicktrain.metrics import peak_memory_mb
+from quicktrain.metrics import peak_memory_mb, per_class
 
 
 def build_summary(
@@ -17,6 +17,7 @@ def build_summary(
     status: str,
     error: str | None,
     stopped_by: str,
+    confusion: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """summary.json: what ran, how it ended, its final held-out scores (from the last
     evaluation, which may be mid-epoch) and its time to the target."""
@@ -44,6 +45,10 @@ def build_summary(
         "test_f1_macro": last.get("test_f1_macro"),
         "test_loss": last.get("test_loss"),
         "test_eval_time_s": last.get("test_eval_time_s"),
+        "test_top5_accuracy": last.get("test_top5_accuracy"),
+        "test_per_class": per_class(confusion["test"], run.arrays.classes)
+        if confusion and confusion.get("test") is not None
+        else None,
         "chance_accuracy": 1.0 / run.arrays.num_classes,
         "tta": cfg.run.tta,
         "weight_averaging": f"lookahead {cfg.optim.lookahead}" if run.state.averaging.active else "off",
@@ -52,6 +57,15 @@ def build_summary(
         "val_f1_macro": last.get("val_f1_macro"),
         "val_loss": last.get("val_loss"),
         "best_val_accuracy": max(val_scores, default=None),
+        "best_checkpoint": None
+        if counters.best_val_update is None
+        else {
+            "file": "best.pt",
+            "val_accuracy": counters.best_val_accuracy,
+            "update": counters.best_val_update,
+            "epoch": counters.best_val_epoch,
+        },
+        "early_stop": cfg.run.early_stop,
         "train_time_s": counters.train_time_s,
         "wall_time_s": wall_time_s,
         # every process trains an equal share of each global batch
@@ -84,6 +98,7 @@ def build_summary(
         "data_mode": "stream" if run.arrays.train.streamed else "memory",
         "normalization": _normalization(run),
         "num_classes": run.arrays.num_classes,
+        "classes": list(run.arrays.classes),
         "num_params": run.num_params,
         "optimizer": cfg.optim.optimizer,
         "lr": cfg.optim.lr,

@@ -125,7 +125,9 @@ def train(
         for cleanup in loop.cleanups:
             cleanup()
         history = record.read_metrics()
-        summary = build_summary(run, record.read_evals(), wall_time(), status, error, loop.stopped_by)
+        summary = build_summary(
+            run, record.read_evals(), wall_time(), status, error, loop.stopped_by, loop.last_confusion
+        )
         if status == "completed" and main:
             weights = unwrap(run.state.model).state_dict()
             atomic_write(folder / "model.pt", lambda f: torch.save(weights, f))

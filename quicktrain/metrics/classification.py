@@ -32,3 +32,27 @@ def macro_f1(cm: torch.Tensor) -> float:
     denom = 2 * tp + fp + fn
     f1 = torch.where(denom > 0, 2 * tp / denom.clamp(min=1), torch.zeros_like(tp))
     return float(f1.mean())
+
+
+def per_class(cm: torch.Tensor, classes: list[str] | tuple[str, ...]) -> list[dict[str, float | int | str]]:
+    """Precision, recall, F1 and support of every class (rows of ``cm`` are the true classes).
+
+    >>> cm = confusion_matrix(torch.tensor([0, 1, 1]), torch.tensor([0, 1, 0]), 2)
+    >>> [round(r["precision"], 2) for r in per_class(cm, ["a", "b"])]
+    [1.0, 0.5]
+    """
+    cm = cm.double().cpu()
+    tp = cm.diag()
+    predicted, actual = cm.sum(0), cm.sum(1)
+    rows = []
+    for i, name in enumerate(classes):
+        p = float(tp[i] / predicted[i]) if predicted[i] > 0 else 0.0
+        r = float(tp[i] / actual[i]) if actual[i] > 0 else 0.0
+        f1 = 2 * p * r / (p + r) if p + r > 0 else 0.0
+        rows.append({"class": str(name), "precision": p, "recall": r, "f1": f1, "support": int(actual[i])})
+    return rows
+
+
+def topk_correct(logits: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
+    """How many targets are among the ``k`` highest logits (a device tensor, no sync)."""
+    return (logits.topk(k, dim=1).indices == targets[:, None]).any(dim=1).sum()
