@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_parser(sub)
     _add_tune_parser(sub)
     _add_autotune_parser(sub)
+    _add_inference_parsers(sub)
     models = sub.add_parser(
         "models",
         help="list the models in the registry (or timm's, with --timm)",
@@ -154,6 +155,52 @@ def _add_ablate_parser(sub: Any) -> None:
     ablate.add_argument("--out", default="runs/ablation", help="grid folder [runs/ablation]")
     ablate.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_job_options(ablate, "arm", skip=("techniques.accum_steps", "techniques.micro_batch_size"))
+
+
+def _add_inference_parsers(sub: Any) -> None:
+    run_help = "a run folder (config.yaml, summary.json, model.pt), or a weights file in one"
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="evaluate a trained run on a dataset's held-out split",
+        description="Accuracy, macro-F1, top-5 (more than 5 classes), per-class precision/recall/F1 and a "
+        "confusion-matrix plot of a trained run's model on a dataset's test split, with the run's image size, "
+        "normalisation and test-time augmentation. Writes evaluation.json, evaluation.md and confusion.png.",
+        epilog="example: quicktrain evaluate runs/my-run --dataset imagefolder:../shared/datasets/cifar10-jpeg",
+    )
+    evaluate.add_argument("run", type=Path, help=run_help)
+    evaluate.add_argument("--dataset", required=True, help="as in train, e.g. imagefolder:PATH or cifar10")
+    evaluate.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
+    evaluate.add_argument("--max-test-samples", type=int, help="a class-balanced subset of the test split")
+    evaluate.add_argument("--out", type=Path, help="output folder [RUN/evaluation-DATASET]")
+    evaluate.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
+    evaluate.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    predict = sub.add_parser(
+        "predict",
+        help="predict labels and probabilities for image files or folders",
+        description="Classify image files (or every image under folders) with a trained run's model; writes a CSV "
+        "of path, label, probability and one probability column per class.",
+        epilog="example: quicktrain predict runs/my-run photos/ --out predictions.csv",
+    )
+    predict.add_argument("run", type=Path, help=run_help)
+    predict.add_argument("paths", nargs="+", help="image files or folders")
+    predict.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
+    predict.add_argument("--out", type=Path, default=Path("predictions.csv"), help="CSV file [predictions.csv]")
+    predict.add_argument("--batch-size", type=int, default=256, help="images per forward pass [256]")
+    predict.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
+    predict.add_argument("--no-progress", action="store_true", help="no progress bar")
+    predict.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    export = sub.add_parser(
+        "export",
+        help="export a trained run's model (torchscript, safetensors), checked against PyTorch",
+        description="Write the model in FORMAT, load the export back and compare its outputs with the PyTorch "
+        "model's on a few inputs (fails if they differ).",
+        epilog="example: quicktrain export runs/my-run --format torchscript",
+    )
+    export.add_argument("run", type=Path, help=run_help)
+    export.add_argument("--format", required=True, help="torchscript or safetensors")
+    export.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
+    export.add_argument("--out", type=Path, help="file [RUN/model.torchscript.pt or RUN/model.safetensors]")
+    export.add_argument("--debug", action="store_true", help="show tracebacks for errors")
 
 
 def _add_job_options(parser: argparse.ArgumentParser, each: str, skip: tuple[str, ...]) -> None:
@@ -401,6 +448,48 @@ def _device_of(cfg: Config) -> Any:
     return resolve_device(cfg.run.device)
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from quicktrain.inference import evaluate_run, load_run
+    from quicktrain.records import dataset_slug
+
+    loaded = load_run(args.run, args.weights, args.device)
+    out = args.out or loaded.folder / f"evaluation-{dataset_slug(args.dataset)}"
+    report = evaluate_run(loaded, args.dataset, out, args.max_test_samples)
+    top5 = report["test_top5_accuracy"]
+    print(
+        f"{loaded.config.model.name} ({loaded.weights.name}) on {args.dataset}: {report['samples']} images, "
+        f"accuracy {report['test_accuracy']:.4f}, macro-F1 {report['test_f1_macro']:.4f}"
+        + (f", top-5 {top5:.4f}" if top5 is not None else "")
+    )
+    print(f"written: {out / 'evaluation.json'}, {out / 'evaluation.md'}, {out / 'confusion.png'}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from quicktrain.inference import image_files, load_run, predict, write_predictions
+
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
+    loaded = load_run(args.run, args.weights, args.device)
+    rows = predict(loaded, image_files(args.paths), args.batch_size, progress=not args.no_progress)
+    write_predictions(rows, args.out)
+    print(f"{len(rows)} images -> {args.out}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from quicktrain.inference import export, load_run
+
+    loaded = load_run(args.run, args.weights)
+    suffix = {"torchscript": "model.torchscript.pt", "safetensors": "model.safetensors"}.get(args.format, "model")
+    checked = export(loaded, args.format, args.out or loaded.folder / suffix)
+    print(
+        f"{checked['format']}: {checked['file']} (outputs on {checked['inputs_checked']} inputs within "
+        f"{checked['max_abs_error']:.1e} of the PyTorch model)"
+    )
+    return 0
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     from quicktrain.reporting import format_table
 
@@ -435,6 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tune": _cmd_tune,
             "autotune": _cmd_autotune,
             "models": _cmd_models,
+            "evaluate": _cmd_evaluate,
+            "predict": _cmd_predict,
+            "export": _cmd_export,
         }
         return commands[args.command](args)
     except QuicktrainError as err:

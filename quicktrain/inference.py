@@ -1,0 +1,243 @@
+"""After training: load a run's model as it was trained, evaluate it on any dataset, predict
+labels for image files, export it.
+
+A run is its folder (``config.yaml``, ``summary.json``, ``model.pt`` or ``best.pt``) or one of
+those weights files inside it. The model is rebuilt from the run's config with the run's number
+of classes, image size and normalisation, and the weights must match it exactly.
+
+Example:
+    >>> loaded = load_run("runs/my-run")  # doctest: +SKIP
+    >>> loaded.classes[:2], loaded.image_size  # doctest: +SKIP
+    (['airplane', 'automobile'], 32)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from quicktrain.atomic import atomic_write, atomic_write_text
+from quicktrain.config import Config
+from quicktrain.errors import ConfigError, DataError
+
+EXPORT_FORMATS = ("torchscript", "safetensors")
+
+
+@dataclass
+class LoadedRun:
+    folder: Path
+    config: Config
+    summary: dict[str, Any]
+    model: nn.Module
+    inputs: Any  # InputPipeline with the run's normalisation and image size
+    precision: Any
+    classes: list[str]
+    image_size: int
+    weights: Path
+
+
+def load_run(path: str | Path, weights: str = "model.pt", device: str = "cpu") -> LoadedRun:
+    """The model of a run folder (or of a weights file in one), on ``device``, in eval mode."""
+    from quicktrain.data.prepare import InputPipeline
+    from quicktrain.models import create_model
+    from quicktrain.techniques.precision import resolve_precision
+
+    path = Path(path)
+    folder, file = (path, path / weights) if path.is_dir() else (path.parent, path)
+    for needed in (folder / "config.yaml", folder / "summary.json", file):
+        if not needed.is_file():
+            raise ConfigError(
+                f"'{needed}' does not exist; give a run folder (with config.yaml, summary.json, {weights})"
+            )
+    cfg = Config.load(folder / "config.yaml")
+    summary = json.loads((folder / "summary.json").read_text())
+    classes = summary.get("classes") or [str(i) for i in range(summary["num_classes"])]
+    image_size = int(summary["image_size"])
+    model = create_model(cfg.model.name, len(classes), image_size)
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError) as err:
+        detail = " ".join(str(err).split())[:300]
+        raise ConfigError(f"weights '{file}' do not match model {cfg.model.name!r}: {detail}") from None
+    dev = torch.device(device)
+    model = model.to(dev).eval()
+    norm = summary.get("normalization") or {}
+    extra = {"mean": tuple(norm["mean"]), "std": tuple(norm["std"])} if norm else {}
+    inputs = InputPipeline(dev, image_size=cfg.model.image_size, **extra)
+    precision = resolve_precision(cfg.techniques.amp, dev)
+    return LoadedRun(folder, cfg, summary, model, inputs, precision, list(classes), image_size, file)
+
+
+# ---- evaluate --------------------------------------------------------------------------------
+def evaluate_run(loaded: LoadedRun, dataset: str, out: Path, max_samples: int | None = None) -> dict[str, Any]:
+    """Test accuracy, macro-F1, top-5, per-class metrics and a confusion-matrix plot of the run's
+    model on ``dataset``'s held-out split; written as evaluation.json, evaluation.md, confusion.png."""
+    from quicktrain.config import DataConfig
+    from quicktrain.data.loader import make_loader
+    from quicktrain.data.sources import load_arrays
+    from quicktrain.engine.evaluate import evaluate
+    from quicktrain.metrics import per_class
+
+    data = DataConfig(
+        dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=loaded.config.data.resolution,
+        max_test_samples=max_samples, max_train_samples=1, cache_dir=loaded.config.data.cache_dir,
+    )  # fmt: skip
+    arrays = load_arrays(data, progress=False)
+    if arrays.num_classes != len(loaded.classes):
+        raise DataError(f"{dataset} has {arrays.num_classes} classes, the run's model {len(loaded.classes)}")
+    loader = make_loader(arrays.test, loaded.config.run.eval_batch_size, train=False, seed=0)
+    result = evaluate(
+        loaded.model, loader, loaded.inputs, loaded.precision, arrays.num_classes, tta=loaded.config.run.tta
+    )
+    report = {
+        "run": str(loaded.folder),
+        "weights": loaded.weights.name,
+        "dataset": dataset,
+        "samples": result.samples,
+        "test_accuracy": result.accuracy,
+        "test_f1_macro": result.f1_macro,
+        "test_top5_accuracy": result.top5,
+        "test_loss": result.loss,
+        "per_class": per_class(result.confusion, loaded.classes),
+        "confusion_matrix": result.confusion.tolist(),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "evaluation.json", json.dumps(report, indent=2) + "\n")
+    atomic_write_text(out / "evaluation.md", _markdown(report))
+    _confusion_png(result.confusion, loaded.classes, out / "confusion.png")
+    return report
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    top5 = report["test_top5_accuracy"]
+    lines = [
+        f"# {report['run']} ({report['weights']}) on {report['dataset']}",
+        "",
+        f"{report['samples']} images: accuracy {report['test_accuracy']:.4f}, macro-F1 {report['test_f1_macro']:.4f}"
+        + (f", top-5 {top5:.4f}" if top5 is not None else ""),
+        "",
+        "| class | precision | recall | F1 | support |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['class']} | {r['precision']:.4f} | {r['recall']:.4f} | {r['f1']:.4f} | {r['support']} |"
+        for r in report["per_class"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _confusion_png(cm: torch.Tensor, classes: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(classes)
+    fig, ax = plt.subplots(figsize=(max(4, 0.45 * n + 2), max(3.5, 0.45 * n + 1.5)))
+    counts = cm.numpy()
+    rates = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    image = ax.imshow(rates, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(n), classes if n <= 30 else [], rotation=90, fontsize=7)
+    ax.set_yticks(range(n), classes if n <= 30 else [], fontsize=7)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    fig.colorbar(image, ax=ax, label="share of the true class")
+    fig.tight_layout()
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
+    plt.close(fig)
+
+
+# ---- predict ---------------------------------------------------------------------------------
+def image_files(paths: list[str | Path]) -> list[Path]:
+    from quicktrain.data.imagefolder import IMAGE_SUFFIXES
+
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise DataError(f"'{path}' is neither an image file nor a folder")
+    if not found:
+        raise DataError(f"no image files under {', '.join(map(str, paths))}")
+    return found
+
+
+@torch.no_grad()
+def predict(loaded: LoadedRun, files: list[Path], batch_size: int = 256, progress: bool = True) -> list[dict]:
+    """The predicted class and the class probabilities of each image file."""
+    from tqdm import tqdm
+
+    from quicktrain.data.imagefolder import decode_image
+
+    rows = []
+    resolution = loaded.config.data.resolution
+    for start in tqdm(range(0, len(files), batch_size), desc="predict", unit="batch", disable=not progress):
+        chunk = files[start : start + batch_size]
+        images = np.stack([decode_image(p, resolution) for p in chunk])
+        x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(loaded.inputs.device)
+        with loaded.precision.autocast():
+            logits = loaded.model(loaded.inputs(x))
+        probs = torch.softmax(logits.float(), dim=1).cpu()
+        for path, p in zip(chunk, probs):
+            best = int(p.argmax())
+            rows.append({"path": str(path), "label": loaded.classes[best], "probability": float(p[best]),
+                         **{f"p_{name}": float(v) for name, v in zip(loaded.classes, p)}})  # fmt: skip
+    return rows
+
+
+def write_predictions(rows: list[dict], path: Path) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
+
+
+# ---- export ----------------------------------------------------------------------------------
+def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4) -> dict[str, Any]:
+    """Write the model as ``fmt``, load the export back and compare its outputs with the
+    PyTorch model's on ``check_inputs`` random images; returns what was checked."""
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}; accepted: {', '.join(EXPORT_FORMATS)}")
+    model = loaded.model.float().eval()
+    g = torch.Generator().manual_seed(0)
+    size = loaded.config.model.image_size or loaded.image_size
+    x = torch.rand(check_inputs, 3, size, size, generator=g, device=loaded.inputs.device)
+    with torch.no_grad():
+        expected = model(x)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "torchscript":
+        scripted = torch.jit.trace(model, x[:1])
+        atomic_write(out, lambda f: torch.jit.save(scripted, f))
+        with torch.no_grad():
+            got = torch.jit.load(str(out))(x)
+    else:
+        from safetensors.torch import load_file, save_file
+
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        tmp = out.with_name(out.name + ".tmp")
+        save_file(state, str(tmp))
+        tmp.replace(out)
+        from quicktrain.models import create_model
+
+        # a fresh model from the registry, given the exported tensors
+        rebuilt = create_model(loaded.config.model.name, len(loaded.classes), loaded.image_size).eval()
+        rebuilt.load_state_dict(load_file(str(out)))
+        with torch.no_grad():
+            got = rebuilt.to(x.device)(x)
+    error = float((got - expected).abs().max())
+    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-4):
+        raise ConfigError(f"the {fmt} export of {loaded.folder} differs from the model (max error {error:.2e})")
+    return {"format": fmt, "file": str(out), "inputs_checked": check_inputs, "max_abs_error": error}

@@ -1,0 +1,98 @@
+"""After training: evaluate, predict and export a run's model."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_config
+from PIL import Image
+
+from quicktrain.cli import main
+from quicktrain.engine import train
+from quicktrain.inference import export, load_run, predict
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny trained run on an image folder (so predict has files to read)."""
+    root = tmp_path_factory.mktemp("inference")
+    rng = np.random.default_rng(0)
+    for split in ("train", "test"):
+        for k, name in enumerate(("red", "green", "blue")):
+            folder = root / "ds" / split / name
+            folder.mkdir(parents=True)
+            for i in range(12 if split == "train" else 6):
+                img = rng.integers(0, 90, size=(16, 16, 3), dtype=np.uint8)
+                img[..., k] += 150
+                Image.fromarray(img).save(folder / f"{i}.png")
+    overrides = {"data.dataset": f"imagefolder:{root / 'ds'}", "data.resolution": 16, "model.name": "test_resnet"}
+    overrides.update({"data.max_train_samples": None, "data.max_test_samples": None, "run.epochs": 3})
+    overrides.update({"run.batch_size": 12, "data.val_fraction": 0.25, "techniques.amp": "auto"})
+    train(tiny_config(root / "run", **overrides))
+    return root
+
+
+def test_evaluate_reproduces_the_runs_own_test_accuracy_exactly(run_folder, capsys):
+    summary = json.loads((run_folder / "run" / "summary.json").read_text())
+    argv = ["evaluate", str(run_folder / "run"), "--dataset", f"imagefolder:{run_folder / 'ds'}"]
+    assert main(argv) == 0
+    out = run_folder / "run" / "evaluation-ds"
+    report = json.loads((out / "evaluation.json").read_text())
+    assert report["test_accuracy"] == summary["test_accuracy"] and report["samples"] == 18
+    assert report["test_f1_macro"] == pytest.approx(summary["test_f1_macro"])
+    assert [r["class"] for r in report["per_class"]] == ["blue", "green", "red"]
+    assert (out / "confusion.png").stat().st_size > 0 and "| red |" in (out / "evaluation.md").read_text()
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_predict_labels_are_the_models_argmax(run_folder, tmp_path):
+    files = sorted((run_folder / "ds" / "test").rglob("*.png"))
+    out = tmp_path / "p.csv"
+    assert (
+        main(["predict", str(run_folder / "run"), str(run_folder / "ds" / "test"), "--out", str(out), "--no-progress"])
+        == 0
+    )
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [Path(r["path"]) for r in rows] == files
+    loaded = load_run(run_folder / "run")
+    images = np.stack([np.asarray(Image.open(p).convert("RGB")) for p in files])
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
+    with torch.no_grad(), loaded.precision.autocast():
+        expected = loaded.model(loaded.inputs(x)).argmax(1)
+    assert [r["label"] for r in rows] == [loaded.classes[int(i)] for i in expected]
+    assert all(abs(sum(float(r[f"p_{c}"]) for c in loaded.classes) - 1) < 1e-4 for r in rows)
+    assert predict(loaded, files[:2], batch_size=1, progress=False)[0]["label"] == rows[0]["label"]
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "safetensors"])
+def test_exports_round_trip_within_tolerance(run_folder, tmp_path, fmt):
+    checked = export(load_run(run_folder / "run", weights="best.pt"), fmt, tmp_path / f"m.{fmt}")
+    assert checked["max_abs_error"] < 1e-4 and Path(checked["file"]).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["export", "{run}", "--format", "tflite"],
+            "unknown export format 'tflite'; accepted: torchscript, safetensors",
+        ),
+        (["predict", "{run}", "{empty}"], "no image files under"),
+        (["evaluate", "{empty}", "--dataset", "sample"], "does not exist; give a run folder"),
+        (["evaluate", "{run}/bad.pt", "--dataset", "sample"], "do not match model 'test_resnet'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(run_folder, tmp_path, capsys, argv, message):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    torch.save({"nothing": torch.zeros(1)}, run_folder / "run" / "bad.pt")
+    filled = [a.format(run=run_folder / "run", empty=empty) for a in argv]
+    assert main(filled) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
