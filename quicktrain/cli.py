@@ -63,6 +63,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (
                 kwargs["action"] = argparse.BooleanOptionalAction
             elif key == "run.resume":  # a bare --resume is what people type: the newest checkpoint
                 kwargs.update(nargs="?", const="auto", metavar="CHECKPOINT|auto")
+            elif key == "run.mlflow":  # bare --mlflow: a local file store
+                kwargs.update(nargs="?", const="mlruns", metavar="URI")
             else:
                 convert, extra = _converter(key, tp)
                 kwargs.update(type=convert, metavar=leaf.name.upper(), **extra)
@@ -191,15 +193,19 @@ def _add_inference_parsers(sub: Any) -> None:
     predict.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     export = sub.add_parser(
         "export",
-        help="export a trained run's model (torchscript, safetensors), checked against PyTorch",
+        help="export a trained run's model (onnx, torchscript, safetensors), checked against PyTorch",
         description="Write the model in FORMAT, load the export back and compare its outputs with the PyTorch "
         "model's on a few inputs (fails if they differ).",
         epilog="example: quicktrain export runs/my-run --format torchscript",
     )
     export.add_argument("run", type=Path, help=run_help)
-    export.add_argument("--format", required=True, help="torchscript or safetensors")
+    export.add_argument(
+        "--format",
+        required=True,
+        help="onnx (checked in onnxruntime: pip install 'quicktrain[export]'), torchscript or safetensors",
+    )
     export.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
-    export.add_argument("--out", type=Path, help="file [RUN/model.torchscript.pt or RUN/model.safetensors]")
+    export.add_argument("--out", type=Path, help="file [RUN/model.onnx, model.torchscript.pt or model.safetensors]")
     export.add_argument("--debug", action="store_true", help="show tracebacks for errors")
 
 
@@ -481,7 +487,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from quicktrain.inference import export, load_run
 
     loaded = load_run(args.run, args.weights)
-    suffix = {"torchscript": "model.torchscript.pt", "safetensors": "model.safetensors"}.get(args.format, "model")
+    suffix = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "safetensors": "model.safetensors"}
+    suffix = suffix.get(args.format, "model")
     checked = export(loaded, args.format, args.out or loaded.folder / suffix)
     print(
         f"{checked['format']}: {checked['file']} (outputs on {checked['inputs_checked']} inputs within "

@@ -184,6 +184,11 @@ class RunConfig:
     resume: str | None = opt(None, "checkpoint file to continue from, or 'auto' for the newest in --out")
     progress: bool = opt(True, "progress bars")
     tensorboard: bool = opt(True, "write TensorBoard event files into the run folder")
+    mlflow: str | None = opt(
+        None,
+        "also log to MLflow (pip install 'quicktrain[mlflow]'): the TensorBoard scalars, the config as params and "
+        "the run record as artifacts; a tracking URI or a folder (bare --mlflow: ./mlruns)",
+    )
     keep_checkpoints: int = opt(2, "how many checkpoints to keep (newest; each with a .sha256 checksum)")
     checkpoint_every_steps: int | None = opt(
         None, "also checkpoint every S optimizer updates, mid-epoch (data position included)"

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from quicktrain.atomic import atomic_write, atomic_write_text
 from quicktrain.config import Config
 from quicktrain.errors import ConfigError, DataError
 
-EXPORT_FORMATS = ("torchscript", "safetensors")
+EXPORT_FORMATS = ("onnx", "torchscript", "safetensors")
 
 
 @dataclass
@@ -216,9 +217,11 @@ def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4) -> dic
     size = loaded.config.model.image_size or loaded.image_size
     x = torch.rand(check_inputs, 3, size, size, generator=g, device=loaded.inputs.device)
     with torch.no_grad():
-        expected = model(x)
+        expected = model(x).cpu() if fmt == "onnx" else model(x)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "torchscript":
+    if fmt == "onnx":
+        got = _onnx(model, x, out)
+    elif fmt == "torchscript":
         scripted = torch.jit.trace(model, x[:1])
         atomic_write(out, lambda f: torch.jit.save(scripted, f))
         with torch.no_grad():
@@ -241,3 +244,21 @@ def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4) -> dic
     if not torch.allclose(got, expected, rtol=1e-4, atol=1e-4):
         raise ConfigError(f"the {fmt} export of {loaded.folder} differs from the model (max error {error:.2e})")
     return {"format": fmt, "file": str(out), "inputs_checked": check_inputs, "max_abs_error": error}
+
+
+def _onnx(model: nn.Module, x: torch.Tensor, out: Path) -> torch.Tensor:
+    """Export with a dynamic batch dimension; run the file in onnxruntime on ``x``."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(
+            "--format onnx needs onnx, onnxscript and onnxruntime: pip install 'quicktrain[export]'"
+        ) from None
+    model, x = model.cpu(), x.cpu()
+    name = next(iter(inspect.signature(model.forward).parameters))  # the input's name, for its dynamic batch
+    tmp = out.with_name(out.name + ".tmp")
+    torch.onnx.export(model, (x,), str(tmp), dynamo=True, dynamic_shapes={name: {0: torch.export.Dim("batch")}})
+    tmp.replace(out)
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (result,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    return torch.from_numpy(result)

@@ -70,7 +70,7 @@ def test_predict_labels_are_the_models_argmax(run_folder, tmp_path):
     assert predict(loaded, files[:2], batch_size=1, progress=False)[0]["label"] == rows[0]["label"]
 
 
-@pytest.mark.parametrize("fmt", ["torchscript", "safetensors"])
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript", "safetensors"])
 def test_exports_round_trip_within_tolerance(run_folder, tmp_path, fmt):
     checked = export(load_run(run_folder / "run", weights="best.pt"), fmt, tmp_path / f"m.{fmt}")
     assert checked["max_abs_error"] < 1e-4 and Path(checked["file"]).stat().st_size > 0
@@ -81,7 +81,7 @@ def test_exports_round_trip_within_tolerance(run_folder, tmp_path, fmt):
     [
         (
             ["export", "{run}", "--format", "tflite"],
-            "unknown export format 'tflite'; accepted: torchscript, safetensors",
+            "unknown export format 'tflite'; accepted: onnx, torchscript, safetensors",
         ),
         (["predict", "{run}", "{empty}"], "no image files under"),
         (["evaluate", "{empty}", "--dataset", "sample"], "does not exist; give a run folder"),

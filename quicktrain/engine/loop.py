@@ -31,6 +31,7 @@ from quicktrain.engine.oom import step_with_oom_retry
 from quicktrain.engine.progress import attach_progress
 from quicktrain.engine.setup import Run
 from quicktrain.engine.state import TrainState
+from quicktrain.engine.tracking import MlflowTracker, attach_tensorboard, flat_params
 from quicktrain.metrics import Stopwatch
 from quicktrain.records import RunRecord
 from quicktrain.techniques.layout import unwrap
@@ -106,7 +107,11 @@ class Loop:
             attach_progress(self.trainer, self.cfg.run.epochs, enabled=self.cfg.run.progress and self.main)
         ]
         if self.cfg.run.tensorboard and self.main:
-            self.cleanups.append(_attach_tensorboard(self.trainer, self.state.optimizer, folder))
+            self.cleanups.append(attach_tensorboard(self.trainer, self.state.optimizer, folder))
+        self.mlflow = None
+        if self.cfg.run.mlflow and self.main:
+            params = flat_params(self.cfg.to_dict())
+            self.mlflow = MlflowTracker(self.cfg.run.mlflow, self.trainer, self.state.optimizer, params)
 
     @property
     def main(self) -> bool:
@@ -327,19 +332,3 @@ class Loop:
                 f"training time {c.train_time_s:.1f}s passed --max-time {self.cfg.run.max_time:g}s: stopped after "
                 f"update {c.num_updates}"
             )
-
-
-def _attach_tensorboard(trainer: Engine, optimizer: torch.optim.Optimizer, folder: Path) -> Callable[[], None]:
-    from ignite.handlers.tensorboard_logger import TensorboardLogger
-
-    tb = TensorboardLogger(log_dir=str(folder))
-    every = Events.ITERATION_COMPLETED(every=10)
-    tb.attach_output_handler(trainer, event_name=every, tag="train", output_transform=lambda out: {"loss": out.loss})
-    tb.attach_opt_params_handler(trainer, event_name=every, optimizer=optimizer)
-    tb.attach_output_handler(
-        trainer,
-        event_name=Events.EPOCH_COMPLETED,
-        tag="epoch",
-        metric_names="all",
-    )
-    return tb.close

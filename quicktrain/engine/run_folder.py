@@ -31,6 +31,7 @@ RESUMABLE_CHANGES = {
     "run.stop_at_target",
     "run.max_time",  # a budget may be extended for the resumed part
     "run.early_stop",
+    "run.mlflow",
 }
 
 

@@ -135,6 +135,8 @@ def train(
             record.write_summary(summary)
         except EnvironmentFault as fault:  # the disk that failed the run may refuse the summary too
             log.error(f"the run's summary could not be written: {fault}")
+        if loop.mlflow is not None:
+            loop.mlflow.finish(folder)  # the record's files as artifacts, once they are complete
         run.techniques.distributed.close()
     return RunResult(folder, summary, history, main)
 
