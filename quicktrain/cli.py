@@ -160,8 +160,8 @@ def _add_ablate_parser(sub: Any) -> None:
 
 
 def _add_inference_parsers(sub: Any) -> None:
-    run_help = "a run folder (config.yaml, summary.json, model.pt), or a weights file in one"
-    evaluate = sub.add_parser(
+    evaluate = _run_command(
+        sub,
         "evaluate",
         help="evaluate a trained run on a dataset's held-out split",
         description="Accuracy, macro-F1, top-5 (more than 5 classes), per-class precision/recall/F1 and a "
@@ -169,44 +169,48 @@ def _add_inference_parsers(sub: Any) -> None:
         "normalisation and test-time augmentation. Writes evaluation.json, evaluation.md and confusion.png.",
         epilog="example: quicktrain evaluate runs/my-run --dataset imagefolder:../shared/datasets/cifar10-jpeg",
     )
-    evaluate.add_argument("run", type=Path, help=run_help)
     evaluate.add_argument("--dataset", required=True, help="as in train, e.g. imagefolder:PATH or cifar10")
-    evaluate.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
     evaluate.add_argument("--max-test-samples", type=int, help="a class-balanced subset of the test split")
     evaluate.add_argument("--out", type=Path, help="output folder [RUN/evaluation-DATASET]")
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
-    evaluate.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    predict = sub.add_parser(
+    predict = _run_command(
+        sub,
         "predict",
         help="predict labels and probabilities for image files or folders",
         description="Classify image files (or every image under folders) with a trained run's model; writes a CSV "
         "of path, label, probability and one probability column per class.",
         epilog="example: quicktrain predict runs/my-run photos/ --out predictions.csv",
     )
-    predict.add_argument("run", type=Path, help=run_help)
     predict.add_argument("paths", nargs="+", help="image files or folders")
-    predict.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
     predict.add_argument("--out", type=Path, default=Path("predictions.csv"), help="CSV file [predictions.csv]")
     predict.add_argument("--batch-size", type=int, default=256, help="images per forward pass [256]")
     predict.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
     predict.add_argument("--no-progress", action="store_true", help="no progress bar")
-    predict.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    export = sub.add_parser(
+    export = _run_command(
+        sub,
         "export",
         help="export a trained run's model (onnx, torchscript, safetensors), checked against PyTorch",
         description="Write the model in FORMAT, load the export back and compare its outputs with the PyTorch "
         "model's on a few inputs (fails if they differ).",
         epilog="example: quicktrain export runs/my-run --format torchscript",
     )
-    export.add_argument("run", type=Path, help=run_help)
     export.add_argument(
         "--format",
         required=True,
         help="onnx (checked in onnxruntime: pip install 'quicktrain[export]'), torchscript or safetensors",
     )
-    export.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
     export.add_argument("--out", type=Path, help="file [RUN/model.onnx, model.torchscript.pt or model.safetensors]")
-    export.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+
+
+def _run_command(sub: Any, name: str, **texts: str) -> argparse.ArgumentParser:
+    """A command that works on a trained run: its folder (or a weights file in it) and --weights."""
+    parser = sub.add_parser(name, **texts)
+    parser.add_argument(
+        "run", type=Path, help="a run folder (config.yaml, summary.json, model.pt), or a weights file in one"
+    )
+    parser.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    return parser
 
 
 def _add_job_options(parser: argparse.ArgumentParser, each: str, skip: tuple[str, ...]) -> None:
