@@ -60,7 +60,8 @@ def accuracy_verdict(arm: ArmStats, base: ArmStats, tolerance: float) -> Verdict
             f"no accuracy loss ({change}; within the {100 * tolerance:.1f}-pt tolerance and the seed spread of "
             f"{100 * spread:.1f} pts)",
         )
-    why = f"{min(arm.n, base.n)} seeds on a side, 3 needed" if min(arm.n, base.n) < 3 else "outside the spread"
+    fewest = min(arm.n, base.n)
+    why = f"{fewest} seed{'s' if fewest != 1 else ''} on a side, 3 needed" if fewest < 3 else "outside the spread"
     return Verdict("not_resolved", f"accuracy change not resolved ({change}; {why})")
 
 
@@ -98,11 +99,19 @@ def speed_verdict(arm: ArmStats, base: ArmStats) -> int:
 SPEED_WORDS = {1: "faster", -1: "slower", 0: "not resolved (seeds overlap)"}
 
 
+def speed_words(arm: ArmStats, base: ArmStats) -> str:
+    """The verdict in words; an unresolved one says why (too few seeds, or overlapping ones)."""
+    verdict = speed_verdict(arm, base)
+    if verdict == 0 and min(arm.n, base.n) < 2:
+        return "not resolved (one seed on a side: 2 or more needed)"
+    return SPEED_WORDS[verdict]
+
+
 def speed_text(arm: ArmStats, base: ArmStats) -> str:
     if arm.target is None:
         if not arm.speedups:
             return "no completed runs"
-        verdict = SPEED_WORDS[speed_verdict(arm, base)]
+        verdict = speed_words(arm, base)
         return f"{_spread_text(arm.speedups, unit='x')} per fixed work (not to a target), {verdict}"
     target = f"{arm.target:g}"
     if not arm.all_reached:
@@ -110,7 +119,7 @@ def speed_text(arm: ArmStats, base: ArmStats) -> str:
     ttt = f"time to {target} {_spread_text(arm.values('time_to_target_s'), '.1f', 's')}"
     if not arm.target_speedups:
         return f"{ttt}; no speed-up (the baseline reached it in {base.reached} of {base.n} seeds)"
-    return f"{ttt}, {_spread_text(arm.target_speedups, unit='x')}, {SPEED_WORDS[speed_verdict(arm, base)]}"
+    return f"{ttt}, {_spread_text(arm.target_speedups, unit='x')}, {speed_words(arm, base)}"
 
 
 def _group_name(key: tuple[str, str]) -> str:
@@ -242,7 +251,7 @@ def rq3(groups: Groups, tolerance: float) -> list[str]:
             what, extra = f"saves {100 * saved:.0f}% of training time per fixed work with {verdict}", ""
         lines.append(
             f"- {name}: {best.arm} {what} ({base.median(key_t):.1f}s -> {best.median(key_t):.1f}s, medians){extra}; "
-            + ("faster in every seed." if resolved else "but the seeds overlap: the saving is not resolved.")
+            + ("faster in every seed." if resolved else f"but the saving is {speed_words(best, base)}.")
             + _cite(base, best)
         )
     return lines
