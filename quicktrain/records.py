@@ -10,6 +10,7 @@ A run record is a folder that describes a run completely, readable without quick
     evals.jsonl     one row per evaluation (epoch ends and --eval-every-steps), with its update
     summary.json    written last, atomically: its presence means the record is complete
     model.pt        final weights as a plain state dict (torch.load(..., weights_only=True))
+    best.pt         with a validation split: the weights of the best validation accuracy
     checkpoints/    resumable state, newest few epochs
     events.*        TensorBoard event files
 
