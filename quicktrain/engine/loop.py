@@ -91,7 +91,6 @@ class Loop:
         self.newest_checkpoint = "none"
         self.stopped_by = "epochs"
         self.signalled = False  # another rank was signalled (DDP): stop with it
-        self.last_eval_update = -1
         self.last_confusion: dict[str, torch.Tensor] = {}  # split -> the last evaluation's confusion matrix
 
         set_epoch(run.train_loader, position["epoch"], position["batch"])  # the loader continues from here
@@ -267,7 +266,6 @@ class Loop:
         train_time = counters.train_time_s + (0.0 if batch == self.epoch_length else self.epoch_time())
         row = {"updates": counters.num_updates, "epoch": round(epochs_done, 6), "train_time_s": train_time, **scores}
         self.record.append_eval(row)
-        self.last_eval_update = counters.num_updates
         if "val_accuracy" in scores:
             self.track_best(scores["val_accuracy"], row["epoch"])
         target, reached = cfg.run.target_accuracy, scores.get("test_accuracy")
