@@ -10,6 +10,11 @@ Target: ratio (quicktrain / Lightning) >= 1.
 
     python benchmarks/vs_lightning.py                                   # resnet18, bf16, ga 1 and 4
     python benchmarks/vs_lightning.py --models test_vit --steps 3 --repeats 3
+    python benchmarks/vs_lightning.py --profile        # per-op work of one trial on each side
+
+``--profile`` runs one trial of each side under torch.profiler after the warm-up and prints
+operator calls and self CPU time per side, the heaviest operators beside each other: if the
+two sides did different work per micro-batch, it shows there.
 """
 
 from __future__ import annotations
@@ -97,6 +102,28 @@ def sides_for(model: str, amp: str, batch: int, accum: int, steps: int) -> list[
     return [job.side, lightning_side(twin, job.start, job.batches, accum, job.state.precision.name, job.side.device)]
 
 
+def profile_sides(sides: list[Side], top: int = 12) -> None:
+    """Operator calls and self CPU milliseconds of one trial per side, heaviest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tables = {}
+    for side in sides:
+        side.run()  # warm-up, as in the timed comparison
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            side.run()
+        tables[side.name] = {e.key: (e.count, e.self_cpu_time_total / 1e3) for e in prof.key_averages()}
+    names = list(tables)
+    for name, table in tables.items():
+        calls = sum(c for c, _ in table.values())
+        print(f"  {name}: {calls} operator calls, {sum(t for _, t in table.values()):.0f} ms self CPU")
+    keys = {k for t in tables.values() for k in t}
+    heaviest = sorted(keys, key=lambda k: -max(t.get(k, (0, 0))[1] for t in tables.values()))
+    print(f"  {'operator':<48}" + "".join(f"{n + ' calls':>18}{n + ' ms':>16}" for n in names))
+    for key in heaviest[:top]:
+        cells = "".join(f"{tables[n].get(key, (0, 0))[0]:>18}{tables[n].get(key, (0, 0))[1]:>16.1f}" for n in names)
+        print(f"  {key[:48]:<48}{cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="resnet18")
@@ -106,6 +133,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6, help="optimizer updates per timed trial")
     parser.add_argument("--repeats", type=int, default=5, help="timed trials per side")
     parser.add_argument("--json", type=Path, help="also write the raw numbers here")
+    parser.add_argument("--profile", action="store_true", help="profile one trial per side instead of timing")
     args = parser.parse_args()
     import logging
 
@@ -123,6 +151,10 @@ def main() -> None:
             for accum in (int(a) for a in args.accum.split(",")):
                 torch.manual_seed(0)
                 sides = sides_for(model, amp, args.batch_size, accum, args.steps)
+                if args.profile:
+                    print(f"{model} {amp} ga {accum}:")
+                    profile_sides(sides)
+                    continue
                 results = compare(sides, repeats=args.repeats, warmup=1)
                 r = ratios(results, "quicktrain", "lightning")
                 print(
