@@ -150,6 +150,15 @@ def _add_ablate_parser(sub: Any) -> None:
         help=f"comma-separated, from {', '.join(TECHNIQUES)} [default: {','.join(STUDY_TECHNIQUES)}]. amp: the "
         "best precision for the hardware (bf16 on CPU); ga: --accum-steps micro-batches per update",
     )
+    ablate.add_argument(
+        "--switch",
+        action="append",
+        default=[],
+        metavar="NAME=KEY=VALUE[,...][/KEY=VALUE,...]",
+        help="define a recipe ingredient --techniques can name: the overrides that turn it on (and after '/' "
+        "those that turn it off; default: the base config's values), e.g. --switch muon=optim.optimizer=muon "
+        "--switch lowres=data.low_res=24,data.low_res_epochs=3; repeatable",
+    )
     ablate.add_argument("--models", help="comma-separated models [default: --model, else resnet18]")
     ablate.add_argument("--datasets", help="comma-separated datasets [default: --dataset, else sample]")
     ablate.add_argument("--repeats", type=int, default=3, help="runs per arm, seeds --seed, --seed+1, ... [3]")
@@ -361,20 +370,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_ablate(args: argparse.Namespace) -> int:
     from quicktrain.experiments.ablation import AblationSpec, run_ablation
-    from quicktrain.experiments.grid import parse_techniques
+    from quicktrain.experiments.grid import parse_switch, parse_techniques
 
     base = config_from_args(args)
+    switches = {sw.name: sw for sw in map(parse_switch, args.switch)}
+    techniques = parse_techniques(args.techniques, switches)
+    unused = [name for name in switches if name not in techniques]
+    if unused:
+        raise ConfigError(f"--switch {unused[0]} is defined but not named in --techniques '{args.techniques}'")
     if base.run.target_accuracy is not None and "run.stop_at_target" not in vars(args):
         # time to target: each arm trains until it reaches the target or its cap (--epochs, --max-time)
         base = Config.from_overrides({"run.stop_at_target": True}, base)
     spec = AblationSpec(
-        techniques=parse_techniques(args.techniques),
+        techniques=techniques,
         models=_csv_list(args.models, base.model.name),
         datasets=_csv_list(args.datasets, base.data.dataset),
         repeats=args.repeats,
         accum_steps=args.accum_steps,
         base=base,
         out=Path(args.out),
+        switches=switches,
     )
     try:
         path = run_ablation(spec, argv=args.argv[1:], progress=not args.no_progress)

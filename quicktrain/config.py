@@ -66,6 +66,12 @@ class DataConfig:
         "when the decoded splits would exceed $QUICKTRAIN_MEMORY_BUDGET_MB or half the available memory",
     )
     resolution: int = opt(32, "imagefolder images of another size are resized to this when decoded")
+    low_res: int | None = opt(
+        None,
+        "progressive resizing: train the first --low-res-epochs epochs on images downscaled to this size on the "
+        "device (antialiased); later epochs and every evaluation at full size",
+    )
+    low_res_epochs: int = opt(0, "epochs trained at --low-res (from the first)")
     cache_dir: str | None = opt(
         None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"
     )
@@ -94,8 +100,10 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    optimizer: Literal["sgd", "adam", "adamw"] = opt(
-        "sgd", "sgd (with --momentum, --nesterov), adam, or adamw (decoupled weight decay)"
+    optimizer: Literal["sgd", "adam", "adamw", "muon"] = opt(
+        "sgd",
+        "sgd (with --momentum, --nesterov), adam, adamw (decoupled weight decay), or muon (Muon for conv "
+        "filters and hidden linear weights with --muon-lr/--muon-momentum, SGD as above for the rest)",
     )
     lr: float = opt(0.2, "peak learning rate")
     momentum: float = opt(0.9, "SGD momentum")
@@ -118,6 +126,11 @@ class OptimConfig:
         "progress^3 and the model restarts from them; it ends on them (null: off)",
     )
     lookahead_every: int = opt(5, "optimizer updates between two lookahead averaging steps")
+    muon_lr: float = opt(0.24, "peak learning rate of Muon's weights (--optimizer muon; airbench94_muon's value)")
+    muon_momentum: float = opt(0.6, "Nesterov momentum of Muon's weights (--optimizer muon)")
+    muon_fixed_norm: bool = opt(
+        True, "hold each Muon weight at Frobenius norm sqrt(out) before its step (for layers a norm layer follows)"
+    )
 
 
 @dataclass(frozen=True)
@@ -486,6 +499,8 @@ def _validate(cfg: Config) -> None:
         "optim.grad_clip": cfg.optim.grad_clip,
         "optim.norm_bias_lr_scale": cfg.optim.norm_bias_lr_scale,
         "optim.lookahead_every": cfg.optim.lookahead_every,
+        "optim.muon_lr": cfg.optim.muon_lr,
+        "data.low_res": cfg.data.low_res,
     }
     for key, value in positive.items():
         if value is not None and value <= 0:
@@ -497,6 +512,8 @@ def _validate(cfg: Config) -> None:
         "optim.weight_decay": cfg.optim.weight_decay,
         "optim.momentum": cfg.optim.momentum,
         "optim.warmup_epochs": cfg.optim.warmup_epochs,
+        "optim.muon_momentum": cfg.optim.muon_momentum,
+        "data.low_res_epochs": cfg.data.low_res_epochs,
     }
     for key, value in non_negative.items():
         if value < 0:
@@ -512,6 +529,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"data.val_fraction={cfg.data.val_fraction} must be in [0, 1), e.g. 0.1")
     if not cfg.data.load_test and cfg.run.target_accuracy is not None:
         raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
+    if cfg.data.low_res_epochs > 0 and cfg.data.low_res is None:
+        raise ConfigError(f"data.low_res_epochs={cfg.data.low_res_epochs} needs a size: add --low-res, e.g. 24")
     if cfg.run.early_stop is not None and cfg.data.val_fraction <= 0:
         raise ConfigError("run.early_stop watches the validation score: add --val-fraction, e.g. 0.1")
     if cfg.run.stop_at_target and cfg.run.target_accuracy is None:

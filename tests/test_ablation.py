@@ -12,7 +12,7 @@ import pytest
 from quicktrain.config import Config
 from quicktrain.errors import ConfigError
 from quicktrain.experiments.ablation import AblationSpec, run_ablation
-from quicktrain.experiments.grid import arms, parse_techniques, plan, technique_overrides
+from quicktrain.experiments.grid import arms, parse_switch, parse_techniques, plan, technique_overrides
 from quicktrain.records import dataset_slug
 
 TINY = {
@@ -140,3 +140,56 @@ def test_ablate_with_a_target_stops_each_arm_there_and_reports_time_to_target(tm
         assert r["optimizer_updates"] == "1" == r["updates_to_target"]
     text = write_report(tmp_path).read_text()
     assert "| ga | 1 | 1 of 1 |" in text and "time to 0.01" in text
+
+
+def test_switches_define_recipe_ingredients_with_on_and_off_overrides() -> None:
+    muon = parse_switch("muon=optim.optimizer=muon,optim.muon_lr=0.2")
+    assert muon.on == {"optim.optimizer": "muon", "optim.muon_lr": 0.2} and muon.off == {}
+    la = parse_switch("lookahead=optim.lookahead=0.77/optim.lookahead=null")
+    switches = {"muon": muon, "lookahead": la}
+    assert parse_techniques("amp,muon,lookahead", switches) == ("amp", "muon", "lookahead")
+    techniques = ("muon", "lookahead")
+    assert technique_overrides((), techniques, 4, switches) == {"optim.lookahead": None}  # muon off: the base's
+    both = technique_overrides(("muon", "lookahead"), techniques, 4, switches)
+    assert both == {"optim.optimizer": "muon", "optim.muon_lr": 0.2, "optim.lookahead": 0.77}
+    with pytest.raises(ConfigError, match="unknown technique 'lowres'"):
+        parse_techniques("amp,lowres", switches)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("muon", "must be NAME=section.key=value"),
+        ("amp=techniques.amp=bf16", "taken by a built-in technique"),
+        ("x=optim.lr", "is not of the form section.key=value"),
+        ("x=/optim.lr=1", "turns nothing on"),
+    ],
+)
+def test_bad_switches_are_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_switch(text)
+
+
+def test_ablate_toggles_a_switch_and_records_what_it_meant(tmp_path: Path) -> None:
+    from quicktrain.cli import main
+
+    flags = ["--dataset", "synthetic", "--max-train-samples", "32", "--max-test-samples", "20"]
+    flags += ["--model", "test_resnet", "--batch-size", "16", "--epochs", "1", "--no-tensorboard", "--amp", "off"]
+    switch = "lowres=data.low_res=16,data.low_res_epochs=1"
+    argv = ["ablate", "--techniques", "lowres", "--switch", switch, "--repeats", "1", "--out", str(tmp_path)]
+    assert main([*argv, "--no-progress", *flags]) == 0
+    rows = {r["arm"]: r for r in _rows(tmp_path)}
+    assert set(rows) == {"baseline", "lowres"} and all(r["status"] == "completed" for r in rows.values())
+    arm = json.loads((tmp_path / "runs" / rows["lowres"]["run"] / "arm.json").read_text())
+    assert arm["switches"]["lowres"]["on"] == {"data.low_res": 16, "data.low_res_epochs": 1}
+    low = Config.load(tmp_path / "runs" / rows["lowres"]["run"] / "config.yaml")
+    base = Config.load(tmp_path / "runs" / rows["baseline"]["run"] / "config.yaml")
+    assert (low.data.low_res, base.data.low_res) == (16, None)
+
+
+def test_a_switch_not_under_test_is_an_error(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    from quicktrain.cli import main
+
+    argv = ["ablate", "--techniques", "amp", "--switch", "muon=optim.optimizer=muon", "--out", str(tmp_path / "a")]
+    assert main(argv) == 2
+    assert "--switch muon is defined but not named in --techniques" in capsys.readouterr().err

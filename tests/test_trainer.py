@@ -77,8 +77,12 @@ def test_time_to_target_is_recorded_or_null(tmp_path):
 
 @pytest.mark.parametrize(
     "extra",
-    [{}, {"optim.lookahead": 0.8, "optim.lookahead_every": 2, "optim.norm_bias_lr_scale": 8.0}],
-    ids=["plain", "lookahead"],
+    [
+        {},
+        {"optim.lookahead": 0.8, "optim.lookahead_every": 2, "optim.norm_bias_lr_scale": 8.0},
+        {"optim.optimizer": "muon", "optim.muon_lr": 0.05, "data.low_res": 24, "data.low_res_epochs": 1},
+    ],
+    ids=["plain", "lookahead", "muon_low_res"],
 )
 def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     """2 epochs straight == 1 epoch, killed, then resumed for the second (BatchNorm,

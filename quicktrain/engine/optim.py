@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from quicktrain.config import OptimConfig
+from quicktrain.engine.muon import MuonSGD
 
 _NORMS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
 
@@ -32,6 +33,39 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float, norm_bias_lr_
     return [g for g in groups if g["params"]]
 
 
+def muon_weights(model: nn.Module) -> set[int]:
+    """ids of the weights Muon takes: those of convolutions and of every linear layer but the
+    last one (the classifier head), trainable only. Embeddings, position tables, the head,
+    biases and norm parameters stay with SGD, as Muon's authors advise."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    hidden = [m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)] + linears[:-1]
+    return {id(m.weight) for m in hidden if m.weight.requires_grad}
+
+
+def split_muon(groups: list[dict], model: nn.Module, cfg: OptimConfig) -> list[dict]:
+    """The weight-decay group split in two: Muon's weights (``cfg.muon_lr``, ``cfg.muon_momentum``)
+    and the rest; the other groups stay SGD groups."""
+    chosen = muon_weights(model)
+    out = []
+    for group in groups:
+        muon = [p for p in group["params"] if id(p) in chosen]
+        rest = [p for p in group["params"] if id(p) not in chosen]
+        if rest:
+            out.append({**group, "params": rest})
+        if muon:
+            out.append(
+                {
+                    "params": muon,
+                    "lr": cfg.muon_lr,
+                    "momentum": cfg.muon_momentum,
+                    "muon": True,
+                    "fixed_norm": cfg.muon_fixed_norm,
+                    "weight_decay": 0.0,
+                }
+            )
+    return out
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig, fused: bool = False) -> torch.optim.Optimizer:
     """``fused``: one kernel for all parameters (CUDA); the fp16 GradScaler then skips a bad
     update on the device instead of reading its inf flag on the host."""
@@ -40,6 +74,8 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, fused: bool = False) -> 
     if cfg.optimizer == "sgd":
         nesterov = cfg.nesterov and cfg.momentum > 0
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=nesterov, **impl)
+    if cfg.optimizer == "muon":
+        return MuonSGD(split_muon(groups, model, cfg), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
     if cfg.optimizer == "adam":
         # Adam's weight_decay is L2 added to the gradient (the study's setting)
         return torch.optim.Adam(groups, lr=cfg.lr, **impl)

@@ -40,6 +40,7 @@ from quicktrain.techniques import (
 )
 from quicktrain.techniques.averaging import resolve_averaging
 from quicktrain.techniques.micro_batch import Prober
+from quicktrain.techniques.resolution import ProgressiveResize
 
 
 @dataclass
@@ -187,6 +188,7 @@ def build_run(
         distributed=distributed,
         guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
         averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates),
+        resize=ProgressiveResize(cfg.data.low_res, cfg.data.low_res_epochs),
     )
     return Run(
         config=cfg,

@@ -14,6 +14,7 @@ from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.techniques.averaging import NoAveraging
 from quicktrain.techniques.distributed import Distributed
 from quicktrain.techniques.precision import Precision
+from quicktrain.techniques.resolution import ProgressiveResize
 
 
 @dataclass
@@ -89,6 +90,7 @@ class TrainState:
     guard: NonFiniteGuard | None = None  # None: "stop" on the model's device
     averaging: NoAveraging = field(default_factory=NoAveraging)  # lookahead weight averaging, or nothing
     scaler_skips: ScalerSkips = field(default_factory=ScalerSkips)
+    resize: ProgressiveResize = field(default_factory=lambda: ProgressiveResize(None, 0))  # does nothing
 
     def settle(self) -> None:
         """Bring device-side counts into the host counters (at check points only)."""

@@ -35,7 +35,7 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     for i, (x, y, weight) in enumerate(micro):
         with state.distributed.sync(model, last=i == len(sizes) - 1):
             with state.precision.autocast():
-                logits = model(state.inputs(x))
+                logits = model(state.resize(state.inputs(x)))  # resize: progressive resizing, or nothing
                 loss = state.criterion(logits, y)  # mean over this micro-batch
             # weight = this micro-batch's share of the samples actually in the window, so
             # k micro-batches give the gradient of one batch of k times the size

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from quicktrain.atomic import atomic_write_text
 from quicktrain.config import Config
 from quicktrain.engine.checkpoint import list_checkpoints
 from quicktrain.errors import ConfigError
-from quicktrain.experiments.grid import Job, arm_name, plan
+from quicktrain.experiments.grid import Job, Switch, arm_name, plan
 
 log = logging.getLogger("quicktrain")
 
@@ -49,13 +49,17 @@ class AblationSpec:
     accum_steps: int
     base: Config  # everything not under test
     out: Path
+    switches: dict[str, Switch] = field(default_factory=dict)  # recipe ingredients beside the techniques
 
     def jobs(self) -> list[Job]:
         if self.repeats < 1:
             raise ConfigError(f"--repeats must be at least 1, got {self.repeats}")
         if self.accum_steps < 2:
             raise ConfigError(f"--accum-steps must be at least 2 for 'ga' to mean anything, got {self.accum_steps}")
-        return plan(self.techniques, self.models, self.datasets, self.repeats, self.base.run.seed, self.accum_steps)
+        base_seed = self.base.run.seed
+        return plan(
+            self.techniques, self.models, self.datasets, self.repeats, base_seed, self.accum_steps, self.switches
+        )
 
 
 def run_ablation(spec: AblationSpec, argv: Sequence[str] = (), progress: bool = True) -> Path:
@@ -117,6 +121,9 @@ def _status(folder: Path) -> str | None:
 def _run_job(spec: AblationSpec, job: Job) -> dict[str, Any]:
     folder = spec.out / "runs" / job.name
     arm_info = {"arm": arm_name(job.arm), "techniques_under_test": list(spec.techniques), "repeat": job.repeat}
+    used = [spec.switches[t] for t in spec.techniques if t in spec.switches]
+    if used:  # what each ingredient meant, so the record says it without the command line
+        arm_info["switches"] = {s.name: {"on": s.on, "off": s.off} for s in used}
     try:
         cfg = Config.from_overrides({**job.overrides, "run.out": str(folder), "run.progress": False}, spec.base)
     except ConfigError as err:

@@ -9,6 +9,14 @@ Example:
     ['baseline', 'amp', 'ga', 'amp+ga']
     >>> technique_overrides(("ga",), ("amp", "ga"), accum_steps=4)["techniques.accum_steps"]
     4
+
+Beyond the built-in techniques, an ablation can toggle any recipe ingredient defined as a
+*switch*: a name and the config overrides that turn it on (and, when the base config already has
+it on, those that turn it off), e.g. ``muon=optim.optimizer=muon`` or
+``lookahead=optim.lookahead=0.77/optim.lookahead=null``.
+
+    >>> parse_switch("lowres=data.low_res=24,data.low_res_epochs=3")
+    Switch(name='lowres', on={'data.low_res': 24, 'data.low_res_epochs': 3}, off={})
 """
 
 from __future__ import annotations
@@ -17,18 +25,58 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from quicktrain.config import parse_override
 from quicktrain.errors import ConfigError
 from quicktrain.records import BASELINE, TECHNIQUES, dataset_slug, model_slug
 
 
-def parse_techniques(text: str) -> tuple[str, ...]:
-    """``"amp,ga"`` -> ``("amp", "ga")``; unknown or repeated names are errors."""
+@dataclass(frozen=True)
+class Switch:
+    """A recipe ingredient an ablation toggles: config overrides for on, and for off (empty:
+    the base config's values)."""
+
+    name: str
+    on: dict[str, Any]
+    off: dict[str, Any]
+
+
+def _overrides(text: str, where: str) -> dict[str, Any]:
+    out = {}
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        if "=" not in item or "." not in item.partition("=")[0]:
+            raise ConfigError(f"--switch '{where}': '{item}' is not of the form section.key=value")
+        key, value = parse_override(item)  # the value read as YAML, as on the command line
+        out[key] = value
+    return out
+
+
+def parse_switch(text: str) -> Switch:
+    """``NAME=KEY=VALUE[,KEY=VALUE...][/KEY=VALUE,...]``: on-overrides, then optional off-overrides."""
+    name, eq, rest = text.partition("=")
+    name = name.strip()
+    if not eq or not name.replace("_", "").isalnum():
+        raise ConfigError(f"--switch '{text}' must be NAME=section.key=value[,...][/section.key=value,...]")
+    if name in TECHNIQUES or name == BASELINE:
+        raise ConfigError(f"--switch name '{name}' is taken by a built-in technique; choose another")
+    on_text, _, off_text = rest.partition("/")
+    on = _overrides(on_text, text)
+    if not on:
+        raise ConfigError(f"--switch '{text}' turns nothing on: give at least one section.key=value")
+    return Switch(name, on, _overrides(off_text, text))
+
+
+def parse_techniques(text: str, switches: dict[str, Switch] | None = None) -> tuple[str, ...]:
+    """``"amp,ga"`` -> ``("amp", "ga")``; unknown or repeated names are errors. Names of
+    ``switches`` are accepted beside the built-in techniques."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
+    known = (*TECHNIQUES, *(switches or {}))
     if not names:
-        raise ConfigError(f"--techniques '{text}' names no technique; accepted: {', '.join(TECHNIQUES)}")
+        raise ConfigError(f"--techniques '{text}' names no technique; accepted: {', '.join(known)}")
     for name in names:
-        if name not in TECHNIQUES:
-            raise ConfigError(f"unknown technique '{name}' in --techniques; accepted: {', '.join(TECHNIQUES)}")
+        if name not in known:
+            raise ConfigError(
+                f"unknown technique '{name}' in --techniques; accepted: {', '.join(known)} (or define it with --switch)"
+            )
     if len(set(names)) != len(names):
         raise ConfigError(f"--techniques '{text}' names a technique twice")
     return names
@@ -43,14 +91,18 @@ def arm_name(arm: tuple[str, ...]) -> str:
     return "+".join(arm) if arm else BASELINE
 
 
-def technique_overrides(arm: tuple[str, ...], techniques: tuple[str, ...], accum_steps: int) -> dict[str, Any]:
+def technique_overrides(
+    arm: tuple[str, ...], techniques: tuple[str, ...], accum_steps: int, switches: dict[str, Switch] | None = None
+) -> dict[str, Any]:
     """Config overrides that switch the techniques of ``arm`` on and the others under test off.
 
     Techniques not under test are left as the base config has them."""
     on = set(arm)
     out: dict[str, Any] = {}
     for name in techniques:
-        if name == "amp":
+        if switches and name in switches:
+            out.update(switches[name].on if name in on else switches[name].off)
+        elif name == "amp":
             out["techniques.amp"] = "auto" if name in on else "off"  # auto: the best the hardware has
         elif name == "ga":
             out["techniques.accum_steps"] = accum_steps if name in on else 1
@@ -83,6 +135,7 @@ def plan(
     repeats: int,
     base_seed: int,
     accum_steps: int,
+    switches: dict[str, Switch] | None = None,
 ) -> list[Job]:
     """All runs, interleaved: every arm of every model and dataset once per repeat
     (A B C ... A B C ...), so drift of the machine hits every arm alike."""
@@ -94,7 +147,7 @@ def plan(
                 "model.name": model,
                 "data.dataset": dataset,
                 "run.seed": seed,
-                **technique_overrides(arm, techniques, accum_steps),
+                **technique_overrides(arm, techniques, accum_steps, switches),
             }
             jobs.append(Job(model, dataset, arm, repeat, seed, overrides))
     return jobs

@@ -1,0 +1,80 @@
+"""Muon for the hidden weight matrices and convolution filters, SGD for everything else, as one
+optimizer (so the training step still has one ``optimizer.step``, one GradScaler and one
+schedule over every parameter group).
+
+Muon (Keller Jordan, 2024) takes the Nesterov momentum of a weight's gradient, viewed as a
+matrix (a filter bank of shape (out, in, k, k) as (out, in*k*k)), and replaces it by the nearest
+semi-orthogonal matrix, computed with a few Newton-Schulz iterations instead of an SVD. The
+airbench94_muon recipe uses it for the convolution filters of the CIFAR speedrun network and
+keeps SGD for the head, the biases and the norm layers; ``fixed_norm`` groups additionally hold
+each filter bank at the Frobenius norm sqrt(out) before the step, as that recipe does (harmless
+when a norm layer follows, since the output is then scale-invariant).
+
+``torch.optim.Muon`` (torch >= 2.9) takes 2-D parameters only and quicktrain supports older torch,
+so the update is written here; ``newton_schulz`` is tested against the scalar polynomial it applies
+to every singular value and against the SVD's orthogonal factor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# the quintic of Keller Jordan's Muon: pushes every singular value in (0, 1] towards ~1 in 5 steps
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+
+
+def newton_schulz(g: torch.Tensor, steps: int = 5, eps: float = 1e-7) -> torch.Tensor:
+    """An approximately semi-orthogonal matrix with the singular vectors of the 2-D ``g``
+    (singular values end between ~0.7 and ~1.2, which is what the update needs)."""
+    a, b, c = NS_COEFFICIENTS
+    x = g.to(torch.bfloat16 if g.device.type == "cuda" else torch.float32)
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.mT
+    x = x / (x.norm() + eps)  # all singular values now at most 1
+    for _ in range(steps):
+        gram = x @ x.mT
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return (x.mT if tall else x).to(g.dtype)
+
+
+class MuonSGD(torch.optim.Optimizer):
+    """Parameter groups with ``muon: True`` take Muon steps (no weight decay: with ``fixed_norm``
+    the norm is held anyway), the others SGD steps (``torch.optim.SGD``'s update, no dampening,
+    ``weight_decay`` as L2 on the gradient).
+
+    Every group has ``lr`` and ``momentum``; Muon groups also ``fixed_norm``. A learning-rate
+    scheduler scales every group's ``lr`` alike, so the Muon and SGD peaks keep their ratio."""
+
+    def __init__(self, groups: list[dict], lr: float, momentum: float = 0.9, nesterov: bool = True, ns_steps: int = 5):
+        defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=0.0, muon=False, fixed_norm=False)
+        defaults["ns_steps"] = ns_steps
+        super().__init__(groups, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                if group["weight_decay"] and not group["muon"]:
+                    grad = grad.add(p, alpha=group["weight_decay"])
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = grad.clone()
+                    buf = state["momentum_buffer"]
+                else:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(group["momentum"]).add_(grad)
+                update = grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
+                if group["muon"]:
+                    if group["fixed_norm"]:
+                        p.mul_(p.size(0) ** 0.5 / p.norm().clamp_min(1e-12))
+                    update = newton_schulz(update.reshape(len(update), -1), group["ns_steps"]).view_as(p)
+                p.add_(update, alpha=-group["lr"])
+        return loss

@@ -1,0 +1,95 @@
+"""Muon: the Newton-Schulz orthogonalisation against known answers, the SGD half against
+torch's SGD, and which weights each half takes."""
+
+import pytest
+import torch
+
+from quicktrain.config import OptimConfig
+from quicktrain.engine.muon import NS_COEFFICIENTS, MuonSGD, newton_schulz
+from quicktrain.engine.optim import build_optimizer, build_scheduler, muon_weights
+from quicktrain.models import create_model
+
+
+def _scalar_iteration(s: float, steps: int = 5) -> float:
+    a, b, c = NS_COEFFICIENTS
+    for _ in range(steps):
+        s = a * s + b * s**3 + c * s**5
+    return s
+
+
+def test_newton_schulz_applies_the_quintic_to_each_singular_value():
+    # diag(3, 1): Frobenius-normalised singular values 3/sqrt(10) and 1/sqrt(10), each mapped
+    # by the scalar polynomial on its own; the singular vectors (the axes) are kept
+    out = newton_schulz(torch.diag(torch.tensor([3.0, 1.0])))
+    expected = torch.diag(torch.tensor([_scalar_iteration(3 / 10**0.5), _scalar_iteration(1 / 10**0.5)]))
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (6, 20), (20, 6)])
+def test_newton_schulz_is_close_to_the_orthogonal_factor_of_the_svd(shape):
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    u, _, vh = torch.linalg.svd(g, full_matrices=False)
+    out = newton_schulz(g)
+    assert out.shape == g.shape
+    singular = torch.linalg.svdvals(out)
+    assert singular.min() > 0.5 and singular.max() < 1.3  # all pushed towards 1
+    cosine = (out * (u @ vh)).sum() / (out.norm() * (u @ vh).norm())
+    assert cosine > 0.95
+
+
+def test_sgd_groups_step_exactly_like_torch_sgd():
+    torch.manual_seed(0)
+    a = torch.randn(5, requires_grad=True)
+    b = a.detach().clone().requires_grad_(True)
+    ours = MuonSGD([{"params": [a], "weight_decay": 0.01}], lr=0.1, momentum=0.9, nesterov=True)
+    ref = torch.optim.SGD([b], lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)
+    for _ in range(3):
+        grad = torch.randn(5)
+        a.grad, b.grad = grad.clone(), grad.clone()
+        ours.step()
+        ref.step()
+    torch.testing.assert_close(a, b)
+
+
+def test_muon_step_by_hand():
+    w = torch.nn.Parameter(torch.tensor([[2.0, 0.0], [0.0, 2.0]]))
+    opt = MuonSGD([{"params": [w], "muon": True, "fixed_norm": True}], lr=0.1, momentum=0.5, nesterov=True)
+    w.grad = torch.diag(torch.tensor([3.0, 1.0]))
+    opt.step()
+    # fixed norm: ||W|| = sqrt(2) = sqrt(out), so W = I; the Nesterov update on a first step is
+    # g + 0.5 g = 1.5 g, whose orthogonalisation is that of g (the scale normalises away)
+    expected = torch.eye(2) - 0.1 * newton_schulz(1.5 * w.grad)
+    torch.testing.assert_close(w.detach(), expected)
+
+
+def test_muon_takes_conv_and_hidden_linear_weights_not_the_head_or_vectors():
+    model = create_model("test_vit", num_classes=10)
+    chosen = muon_weights(model)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert id(linears[-1].weight) not in chosen  # the classifier head
+    assert all(id(m.weight) in chosen for m in linears[:-1])
+    assert all(p.ndim >= 2 for p in model.parameters() if id(p) in chosen)
+
+
+def test_muon_optimizer_from_config_covers_every_parameter_once_and_trains():
+    torch.manual_seed(0)
+    model = create_model("speedrun_net", num_classes=10)
+    cfg = OptimConfig(optimizer="muon", lr=0.05, muon_lr=0.1, schedule="triangle", norm_bias_lr_scale=4)
+    opt = build_optimizer(model, cfg)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    grouped = [p for g in opt.param_groups for p in g["params"]]
+    assert len(grouped) == len(trainable) and {id(p) for p in grouped} == {id(p) for p in trainable}
+    muon = [g for g in opt.param_groups if g["muon"]]
+    assert muon and all(g["lr"] == 0.1 and g["momentum"] == 0.6 for g in muon)
+    sched = build_scheduler(opt, cfg, total_updates=10, updates_per_epoch=5)
+    x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    losses = []
+    for _ in range(8):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    assert losses[-1] < losses[0]
+    assert muon[0]["lr"] < 0.1  # the schedule scales Muon's groups too
