@@ -17,6 +17,7 @@
 #      batch 256, interleaved against plain (quicktrain autotune --switches)         (<= 2 x 90 s)
 #   4. the speedrun recipe with torch.compile, 3 seeds, each timed to airbench94's accuracy,
 #      beside airbench94 on the same data (benchmarks/vs_airbench.py)             (<= 240 s)
+#      RECIPE=configs/... and RECIPE_ARGS="--optimizer muon ..." choose quicktrain's recipe there
 #   5. one JSON (suite.json) and a short markdown table (suite.md)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,8 @@ DRY=0
 R=${OUT:-runs/gpu-suite}
 DATA=${DATA:-/tmp/cifar10-jpeg}
 PY=${PYTHON:-python}
+RECIPE=${RECIPE:-configs/speedrun_cifar10.yaml}
+RECIPE_ARGS=${RECIPE_ARGS:-}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 STEPS=(
@@ -33,7 +36,7 @@ STEPS=(
   "40|pinned|$PY benchmarks/pinned_loader.py --repeats 5 --json $R/pinned.json"
   "90|step-resnet50|$PY -m quicktrain autotune --model resnet50 --batch-size 256 --dataset synthetic --switches amp,channels_last --repeats 3 --steps 5 --warmup 3 --out $R/autotune-resnet50.yaml --json $R/step-resnet50.json"
   "90|step-vit_small|$PY -m quicktrain autotune --model vit_small --batch-size 256 --dataset synthetic --switches amp,channels_last --repeats 3 --steps 5 --warmup 3 --out $R/autotune-vit_small.yaml --json $R/step-vit_small.json"
-  "240|speedrun-vs-airbench|$PY benchmarks/vs_airbench.py --data $DATA --seeds 3 --compile --device cuda --work $R/vs-airbench --json $R/vs-airbench.json"
+  "240|speedrun-vs-airbench|$PY benchmarks/vs_airbench.py --data $DATA --seeds 3 --compile --device cuda --config $RECIPE --quicktrain-args '$RECIPE_ARGS' --work $R/vs-airbench --json $R/vs-airbench.json"
 )
 
 if [[ $DRY == 1 ]]; then

@@ -15,6 +15,7 @@ test-time augmentation).
 
     pip download --no-deps airbench==0.1.8 && pip install airbench-0.1.8.tar.gz   # once
     python benchmarks/vs_airbench.py --data ../shared/datasets/cifar10-jpeg --seeds 3 --json out.json
+    python benchmarks/vs_airbench.py --config configs/speedrun_muon_cifar10.yaml --seeds 3   # another recipe
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import contextlib
 import functools
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -147,7 +149,7 @@ def run_airbench(work: Path, seed: int, cpu: bool, epochs: float | None) -> dict
 
 
 def run_quicktrain(args: argparse.Namespace, seed: int, out: Path) -> list[dict]:
-    command = [sys.executable, "-m", "quicktrain", "train", "--config", str(REPO / "configs/speedrun_cifar10.yaml"),
+    command = [sys.executable, "-m", "quicktrain", "train", "--config", str((REPO / args.config).resolve()),
                "--dataset", f"imagefolder:{Path(args.data).resolve()}", "--seed", str(seed), "--device", args.device,
                "--eval-every-steps", str(args.eval_every_steps), "--tta", "flip_translate", "--no-progress",
                "--no-tensorboard", "--out", str(out)]  # fmt: skip
@@ -157,6 +159,7 @@ def run_quicktrain(args: argparse.Namespace, seed: int, out: Path) -> list[dict]
         command += ["techniques.compile=true"]
     if args.quicktrain_epochs:
         command += ["--epochs", str(args.quicktrain_epochs)]
+    command += shlex.split(args.quicktrain_args)
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"quicktrain seed {seed} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -182,6 +185,12 @@ def main() -> None:
     parser.add_argument("--max-train-samples", type=int, help="a class-balanced subset, for a smoke run")
     parser.add_argument("--airbench-epochs", type=float, help="override airbench's 9.9 epochs (smoke runs)")
     parser.add_argument("--quicktrain-epochs", type=int, help="override the recipe's 9 epochs (smoke runs)")
+    parser.add_argument("--config", default="configs/speedrun_cifar10.yaml", help="quicktrain's recipe (YAML)")
+    parser.add_argument(
+        "--quicktrain-args",
+        default="",
+        help="more flags/overrides for quicktrain's side, e.g. '--optimizer muon --low-res 24 --low-res-epochs 3'",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

@@ -266,12 +266,25 @@ def describe(run: Run) -> list[str]:
         f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (
+            f", training at {cfg.data.low_res} px for the first {cfg.data.low_res_epochs} epochs"
+            if cfg.data.low_res and cfg.data.low_res_epochs
+            else ""
+        )
+        + (
             ", training split held on the device (--loader device)"
             if cfg.data.loader == "device"
             else f", {cfg.data.workers} loader workers"
         )
         + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
-        f"  optimizer     {cfg.optim.optimizer}, lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
+        f"  optimizer     {cfg.optim.optimizer}"
+        + (
+            f" (conv/hidden weights: lr {cfg.optim.muon_lr:g}, momentum {cfg.optim.muon_momentum:g}"
+            + (", fixed norm" if cfg.optim.muon_fixed_norm else "")
+            + "; the rest SGD)"
+            if cfg.optim.optimizer == "muon"
+            else ""
+        )
+        + f", lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
         f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}"
         + (f", norm shifts' lr x{cfg.optim.norm_bias_lr_scale:g}" if cfg.optim.norm_bias_lr_scale != 1 else "")
         + (
