@@ -14,6 +14,7 @@ from quicktrain.config import Config, smoke
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PAPER = sorted((CONFIGS / "paper").glob("*.yaml"))
 SPEEDRUN = CONFIGS / "speedrun_cifar10.yaml"
+SPEEDRUN_MUON = CONFIGS / "speedrun_muon_cifar10.yaml"
 
 
 def test_there_is_a_preset_per_model_and_dataset() -> None:
@@ -54,8 +55,22 @@ def test_speedrun_recipe_uses_the_record_holders_ideas() -> None:
     assert cfg.data.dataset == "imagefolder:../shared/datasets/cifar10-jpeg"
 
 
+def test_muon_speedrun_differs_from_the_sgd_recipe_only_by_its_ingredients() -> None:
+    sgd, muon = Config.load(SPEEDRUN).to_dict(), Config.load(SPEEDRUN_MUON).to_dict()
+    changed = {
+        f"{section}.{key}"
+        for section in sgd
+        for key in sgd[section]
+        if sgd[section][key] != muon[section][key]
+    }
+    expected = {"optim.optimizer", "data.low_res", "data.low_res_epochs", "run.epochs"}
+    assert changed == expected | {"run.target_accuracy"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", [*PAPER, SPEEDRUN], ids=[p.stem for p in [*PAPER, SPEEDRUN]])
+@pytest.mark.parametrize(
+    "preset", [*PAPER, SPEEDRUN, SPEEDRUN_MUON], ids=[p.stem for p in [*PAPER, SPEEDRUN, SPEEDRUN_MUON]]
+)
 def test_each_preset_trains_a_step_with_smoke(preset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert main(["train", "--config", str(preset), "--smoke", "--out", str(out), "--no-progress"]) == 0
