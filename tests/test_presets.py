@@ -57,12 +57,7 @@ def test_speedrun_recipe_uses_the_record_holders_ideas() -> None:
 
 def test_muon_speedrun_differs_from_the_sgd_recipe_only_by_its_ingredients() -> None:
     sgd, muon = Config.load(SPEEDRUN).to_dict(), Config.load(SPEEDRUN_MUON).to_dict()
-    changed = {
-        f"{section}.{key}"
-        for section in sgd
-        for key in sgd[section]
-        if sgd[section][key] != muon[section][key]
-    }
+    changed = {f"{section}.{key}" for section in sgd for key in sgd[section] if sgd[section][key] != muon[section][key]}
     expected = {"optim.optimizer", "data.low_res", "data.low_res_epochs", "run.epochs"}
     assert changed == expected | {"run.target_accuracy"}
 
