@@ -267,7 +267,7 @@ def describe(run: Run) -> list[str]:
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (
             f", training at {cfg.data.low_res} px for the first {cfg.data.low_res_epochs} epochs"
-            if cfg.data.low_res and cfg.data.low_res_epochs
+            if run.state.resize.active
             else ""
         )
         + (
