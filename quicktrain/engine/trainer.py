@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import signal
 import threading
@@ -137,6 +138,11 @@ def train(
             log.error(f"the run's summary could not be written: {fault}")
         if loop.mlflow is not None:
             loop.mlflow.finish(folder)  # the record's files as artifacts, once they are complete
+        # DDP's reducer holds the process group: drop the wrapper (and the loop's references)
+        # first, so the group's threads are joined here rather than at interpreter exit
+        run.state.model = unwrap(run.state.model)
+        del loop
+        gc.collect()
         run.techniques.distributed.close()
     return RunResult(folder, summary, history, main)
 
