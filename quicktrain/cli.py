@@ -182,6 +182,12 @@ def _add_inference_parsers(sub: Any) -> None:
     evaluate.add_argument("--max-test-samples", type=int, help="a class-balanced subset of the test split")
     evaluate.add_argument("--out", type=Path, help="output folder [RUN/evaluation-DATASET]")
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
+    evaluate.add_argument(
+        "--tta",
+        choices=["off", "flip", "flip_translate"],
+        help="test-time augmentation instead of the run's own (off: 1 view, flip: 2, flip_translate: 6); "
+        "the time it took is in evaluation.json",
+    )
     predict = _run_command(
         sub,
         "predict",
@@ -479,12 +485,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     loaded = load_run(args.run, args.weights, args.device)
     out = args.out or loaded.folder / f"evaluation-{dataset_slug(args.dataset)}"
-    report = evaluate_run(loaded, args.dataset, out, args.max_test_samples)
+    report = evaluate_run(loaded, args.dataset, out, args.max_test_samples, tta=args.tta)
     top5 = report["test_top5_accuracy"]
     print(
         f"{loaded.config.model.name} ({loaded.weights.name}) on {args.dataset}: {report['samples']} images, "
         f"accuracy {report['test_accuracy']:.4f}, macro-F1 {report['test_f1_macro']:.4f}"
         + (f", top-5 {top5:.4f}" if top5 is not None else "")
+        + f" (tta {report['tta']}, {report['eval_time_s']:.1f} s)"
     )
     print(f"written: {out / 'evaluation.json'}, {out / 'evaluation.md'}, {out / 'confusion.png'}")
     return 0

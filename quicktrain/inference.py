@@ -17,6 +17,7 @@ import csv
 import inspect
 import io
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,13 +80,17 @@ def load_run(path: str | Path, weights: str = "model.pt", device: str = "cpu") -
 
 
 # ---- evaluate --------------------------------------------------------------------------------
-def evaluate_run(loaded: LoadedRun, dataset: str, out: Path, max_samples: int | None = None) -> dict[str, Any]:
+def evaluate_run(
+    loaded: LoadedRun, dataset: str, out: Path, max_samples: int | None = None, tta: str | None = None
+) -> dict[str, Any]:
     """Test accuracy, macro-F1, top-5, per-class metrics and a confusion-matrix plot of the run's
-    model on ``dataset``'s held-out split; written as evaluation.json, evaluation.md, confusion.png."""
+    model on ``dataset``'s held-out split; written as evaluation.json, evaluation.md, confusion.png.
+    ``tta`` overrides the run's test-time augmentation (to weigh a cheaper one); the evaluation's
+    time is recorded as ``eval_time_s``."""
     from quicktrain.config import DataConfig
     from quicktrain.data.loader import make_loader
     from quicktrain.data.sources import load_arrays
-    from quicktrain.engine.evaluate import evaluate
+    from quicktrain.engine.evaluate import TTA, evaluate
     from quicktrain.metrics import per_class
 
     data = DataConfig(
@@ -95,10 +100,13 @@ def evaluate_run(loaded: LoadedRun, dataset: str, out: Path, max_samples: int | 
     arrays = load_arrays(data, progress=False)
     if arrays.num_classes != len(loaded.classes):
         raise DataError(f"{dataset} has {arrays.num_classes} classes, the run's model {len(loaded.classes)}")
+    tta = tta or loaded.config.run.tta
+    if tta not in TTA:
+        raise ConfigError(f"tta {tta!r}: expected one of {', '.join(TTA)}")
     loader = make_loader(arrays.test, loaded.config.run.eval_batch_size, train=False, seed=0)
-    result = evaluate(
-        loaded.model, loader, loaded.inputs, loaded.precision, arrays.num_classes, tta=loaded.config.run.tta
-    )
+    start = time.perf_counter()
+    result = evaluate(loaded.model, loader, loaded.inputs, loaded.precision, arrays.num_classes, tta=tta)
+    eval_time = time.perf_counter() - start
     report = {
         "run": str(loaded.folder),
         "weights": loaded.weights.name,
@@ -108,6 +116,8 @@ def evaluate_run(loaded: LoadedRun, dataset: str, out: Path, max_samples: int | 
         "test_f1_macro": result.f1_macro,
         "test_top5_accuracy": result.top5,
         "test_loss": result.loss,
+        "tta": tta,
+        "eval_time_s": eval_time,
         "per_class": per_class(result.confusion, loaded.classes),
         "confusion_matrix": result.confusion.tolist(),
     }

@@ -50,6 +50,26 @@ def test_evaluate_reproduces_the_runs_own_test_accuracy_exactly(run_folder, caps
     assert "accuracy" in capsys.readouterr().out
 
 
+def test_evaluate_with_another_tta_averages_the_mirrored_logits(run_folder, tmp_path):
+    """The run trained without TTA; --tta flip scores the mean logits of each image and its mirror."""
+    files = sorted((run_folder / "ds" / "test").rglob("*.png"))
+    loaded = load_run(run_folder / "run")
+    assert loaded.config.run.tta == "off"
+    images = np.stack([np.asarray(Image.open(p).convert("RGB")) for p in files])
+    x = loaded.inputs(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous())
+    labels = torch.tensor([loaded.classes.index(p.parent.name) for p in files])
+    with torch.no_grad(), loaded.precision.autocast():
+        logits = (loaded.model(x).float() + loaded.model(x.flip(-1)).float()) / 2
+    argv = ["evaluate", str(run_folder / "run"), "--dataset", f"imagefolder:{run_folder / 'ds'}"]
+    assert main([*argv, "--tta", "flip", "--out", str(tmp_path / "flip")]) == 0
+    report = json.loads((tmp_path / "flip" / "evaluation.json").read_text())
+    assert report["tta"] == "flip" and report["eval_time_s"] > 0
+    assert report["test_accuracy"] == pytest.approx((logits.argmax(1) == labels).float().mean().item())
+    with pytest.raises(SystemExit) as bad:
+        main([*argv, "--tta", "sideways"])
+    assert bad.value.code == 2
+
+
 def test_predict_labels_are_the_models_argmax(run_folder, tmp_path):
     files = sorted((run_folder / "ds" / "test").rglob("*.png"))
     out = tmp_path / "p.csv"
