@@ -75,7 +75,9 @@ class QuicktrainJob:
     start: dict  # initial weights every trial starts from
 
 
-def quicktrain_job(model: str, amp: str, batch: int, steps: int, accum: int = 1, lr: float = 0.01) -> QuicktrainJob:
+def quicktrain_job(
+    model: str, amp: str, batch: int, steps: int, accum: int = 1, lr: float = 0.01, overrides: dict | None = None
+) -> QuicktrainJob:
     """The Ignite Engine running ``train_step`` with the loss tally, exactly as ``quicktrain
     train`` drives it, over ``steps`` updates of ``batch`` images split into ``accum`` micro-batches."""
     from quicktrain.config import Config
@@ -94,6 +96,7 @@ def quicktrain_job(model: str, amp: str, batch: int, steps: int, accum: int = 1,
             "optim.lr": lr,
             "run.epochs": 1000,  # a long schedule: the benchmark never runs out of it
             "run.progress": False,
+            **(overrides or {}),
         }
     )
     run = build_run(cfg, progress=False)

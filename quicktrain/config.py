@@ -126,8 +126,12 @@ class OptimConfig:
         "progress^3 and the model restarts from them; it ends on them (null: off)",
     )
     lookahead_every: int = opt(5, "optimizer updates between two lookahead averaging steps")
-    muon_lr: float = opt(0.24, "peak learning rate of Muon's weights (--optimizer muon; airbench94_muon's value)")
-    muon_momentum: float = opt(0.6, "Nesterov momentum of Muon's weights (--optimizer muon)")
+    muon_lr: float = opt(
+        0.24,
+        "peak learning rate of Muon's weights (--optimizer muon); 0.24 is airbench94_muon's at batch 2000: "
+        "scale it with the batch (about 0.12 at 1024, 0.06 at 512, with --muon-momentum 0.8 / 0.9)",
+    )
+    muon_momentum: float = opt(0.6, "Nesterov momentum of Muon's weights (--optimizer muon; 0.6 at batch 2000)")
     muon_fixed_norm: bool = opt(
         True, "hold each Muon weight at Frobenius norm sqrt(out) before its step (for layers a norm layer follows)"
     )
