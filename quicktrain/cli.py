@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from quicktrain.config import Config, parse_override, smoke
+from quicktrain.config import Config, RunConfig, parse_override, smoke
 from quicktrain.errors import ConfigError, QuicktrainError
 from quicktrain.logs import one_line, setup_logging
 
@@ -184,7 +184,7 @@ def _add_inference_parsers(sub: Any) -> None:
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
     evaluate.add_argument(
         "--tta",
-        choices=["off", "flip", "flip_translate"],
+        choices=typing.get_args(typing.get_type_hints(RunConfig)["tta"]),  # the config's own choices
         help="test-time augmentation instead of the run's own (off: 1 view, flip: 2, flip_translate: 6); "
         "the time it took is in evaluation.json",
     )

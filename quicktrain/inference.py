@@ -90,7 +90,7 @@ def evaluate_run(
     from quicktrain.config import DataConfig
     from quicktrain.data.loader import make_loader
     from quicktrain.data.sources import load_arrays
-    from quicktrain.engine.evaluate import TTA, evaluate
+    from quicktrain.engine.evaluate import evaluate
     from quicktrain.metrics import per_class
 
     data = DataConfig(
@@ -101,8 +101,6 @@ def evaluate_run(
     if arrays.num_classes != len(loaded.classes):
         raise DataError(f"{dataset} has {arrays.num_classes} classes, the run's model {len(loaded.classes)}")
     tta = tta or loaded.config.run.tta
-    if tta not in TTA:
-        raise ConfigError(f"tta {tta!r}: expected one of {', '.join(TTA)}")
     loader = make_loader(arrays.test, loaded.config.run.eval_batch_size, train=False, seed=0)
     start = time.perf_counter()
     result = evaluate(loaded.model, loader, loaded.inputs, loaded.precision, arrays.num_classes, tta=tta)

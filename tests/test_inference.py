@@ -14,7 +14,8 @@ from PIL import Image
 
 from quicktrain.cli import main
 from quicktrain.engine import train
-from quicktrain.inference import export, load_run, predict
+from quicktrain.errors import ConfigError
+from quicktrain.inference import evaluate_run, export, load_run, predict
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,8 @@ def test_evaluate_with_another_tta_averages_the_mirrored_logits(run_folder, tmp_
     with pytest.raises(SystemExit) as bad:
         main([*argv, "--tta", "sideways"])
     assert bad.value.code == 2
+    with pytest.raises(ConfigError, match="sideways"):  # the API checks it too, where the views are chosen
+        evaluate_run(loaded, f"imagefolder:{run_folder / 'ds'}", tmp_path / "bad", tta="sideways")
 
 
 def test_predict_labels_are_the_models_argmax(run_folder, tmp_path):

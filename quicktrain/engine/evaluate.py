@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from quicktrain.data.prepare import InputPipeline
+from quicktrain.errors import ConfigError
 from quicktrain.metrics import accuracy, confusion_matrix, macro_f1, topk_correct
 from quicktrain.techniques.precision import Precision
 
@@ -60,6 +61,8 @@ def evaluate(
     """Loss, accuracy and macro-F1 over ``batches``; ``reduce`` sums the counts over
     data-parallel processes that each evaluated their shard; ``tta`` names a view-averaging
     function of :data:`TTA`."""
+    if tta not in TTA:
+        raise ConfigError(f"tta {tta!r}: expected one of {', '.join(TTA)}")
     logits_of = TTA[tta]
     was_training = model.training
     model.eval()
