@@ -135,6 +135,11 @@ class OptimConfig:
     muon_fixed_norm: bool = opt(
         True, "hold each Muon weight at Frobenius norm sqrt(out) before its step (for layers a norm layer follows)"
     )
+    muon_precision: Literal["auto", "float32", "bfloat16"] = opt(
+        "auto",
+        "precision of Muon's Newton-Schulz iteration; auto: bfloat16 on CUDA and on CPUs with native bf16 "
+        "(AVX-512 BF16, AMX), float32 elsewhere",
+    )
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from quicktrain.config import OptimConfig
-from quicktrain.engine.muon import NS_COEFFICIENTS, MuonSGD, newton_schulz
+from quicktrain.engine.muon import NS_COEFFICIENTS, MuonSGD, newton_schulz, ns_dtype
 from quicktrain.engine.optim import build_optimizer, build_scheduler, muon_weights
 from quicktrain.models import create_model
 
@@ -37,6 +37,24 @@ def test_newton_schulz_is_close_to_the_orthogonal_factor_of_the_svd(shape):
     assert cosine > 0.95
 
 
+def test_newton_schulz_in_bfloat16_stays_close_to_float32():
+    g = torch.randn(64, 576, generator=torch.Generator().manual_seed(1))
+    full, half = newton_schulz(g), newton_schulz(g, dtype=torch.bfloat16)
+    assert half.dtype == torch.float32  # returned in the input's precision
+    assert (half - full).norm() / full.norm() < 0.06
+    assert not torch.equal(half, full)  # it did run in bf16
+
+
+def test_newton_schulz_precision_follows_the_device():
+    assert ns_dtype(torch.device("cuda")) == torch.bfloat16
+    cpu_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert ns_dtype(torch.device("cpu")) == (torch.bfloat16 if cpu_bf16 else torch.float32)
+    model = create_model("speedrun_net", num_classes=10)
+    assert build_optimizer(model, OptimConfig(optimizer="muon")).ns_dtype == ns_dtype(torch.device("cpu"))
+    asked = OptimConfig(optimizer="muon", muon_precision="float32")
+    assert build_optimizer(model, asked).ns_dtype == torch.float32
+
+
 def test_sgd_groups_step_exactly_like_torch_sgd():
     torch.manual_seed(0)
     a = torch.randn(5, requires_grad=True)
@@ -51,14 +69,16 @@ def test_sgd_groups_step_exactly_like_torch_sgd():
     torch.testing.assert_close(a, b)
 
 
-def test_muon_step_by_hand():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_muon_step_by_hand(dtype):
     w = torch.nn.Parameter(torch.tensor([[2.0, 0.0], [0.0, 2.0]]))
-    opt = MuonSGD([{"params": [w], "muon": True, "fixed_norm": True}], lr=0.1, momentum=0.5, nesterov=True)
+    groups = [{"params": [w], "muon": True, "fixed_norm": True}]
+    opt = MuonSGD(groups, lr=0.1, momentum=0.5, nesterov=True, dtype=dtype)
     w.grad = torch.diag(torch.tensor([3.0, 1.0]))
     opt.step()
     # fixed norm: ||W|| = sqrt(2) = sqrt(out), so W = I; the Nesterov update on a first step is
     # g + 0.5 g = 1.5 g, whose orthogonalisation is that of g (the scale normalises away)
-    expected = torch.eye(2) - 0.1 * newton_schulz(1.5 * w.grad)
+    expected = torch.eye(2) - 0.1 * newton_schulz(1.5 * w.grad, dtype=dtype)
     torch.testing.assert_close(w.detach(), expected)
 
 
