@@ -111,10 +111,11 @@ class OptimConfig:
     weight_decay: float = opt(5e-4, "weight decay (not on biases and norm weights)")
     grad_clip: float | None = opt(None, "clip the global gradient norm to this (after AMP unscaling)")
     label_smoothing: float = opt(0.0, "label smoothing of the cross-entropy loss")
-    schedule: Literal["onecycle", "cosine", "triangle", "constant"] = opt(
+    schedule: Literal["onecycle", "cosine", "triangle", "linear", "constant"] = opt(
         "onecycle",
         "learning-rate schedule, stepped per optimizer update (triangle: airbench's, from 0.2x up to the peak "
-        "at 23% of the updates, then down to 0.07x)",
+        "at 23% of the updates, then down to 0.07x; linear: airbench94_muon's, from the peak straight down "
+        "to 0 at the last update, no warm-up)",
     )
     warmup_epochs: float = opt(1.0, "linear warm-up length for the cosine schedule")
     norm_bias_lr_scale: float = opt(

@@ -64,7 +64,7 @@ def test_norm_shifts_get_the_larger_step_and_frozen_scales_are_left_out():
     assert grouped == {id(p) for p in model.parameters() if p.requires_grad}
 
 
-@pytest.mark.parametrize("schedule", ["onecycle", "triangle", "cosine"])
+@pytest.mark.parametrize("schedule", ["onecycle", "triangle", "cosine", "linear"])
 def test_every_schedule_keeps_the_norm_shifts_step_ratio(schedule):
     cfg = OptimConfig(lr=0.2, schedule=schedule, norm_bias_lr_scale=64)
     opt = build_optimizer(create_model("speedrun_net", num_classes=10), cfg)
@@ -81,6 +81,13 @@ def test_triangle_rises_to_the_peak_at_23_percent_then_falls_to_7_percent():
     assert max(lrs) == pytest.approx(2.0) and lrs.index(max(lrs)) == 23
     assert all(a < b for a, b in pairwise(lrs[:24])) and all(a > b for a, b in pairwise(lrs[23:]))
     assert triangle(101, 101) == pytest.approx(0.07) and lrs[-1] == pytest.approx(2.0 * triangle(100, 101))
+
+
+def test_linear_falls_from_the_peak_to_zero_without_warm_up():
+    lrs = _lrs(OptimConfig(lr=2.0, schedule="linear"), total=100, per_epoch=10)
+    assert lrs[0] == pytest.approx(2.0) and lrs[-1] == pytest.approx(2.0 / 100)  # 0 after the last update
+    steps = [a - b for a, b in pairwise(lrs)]
+    assert steps == pytest.approx([2.0 / 100] * 99)  # equal steps down
 
 
 def test_constant_schedule():

@@ -107,6 +107,8 @@ def build_scheduler(
         return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     if cfg.schedule == "triangle":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: triangle(update, total_updates))
+    if cfg.schedule == "linear":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: max(1.0 - update / total_updates, 0.0))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: 1.0)
 
 
