@@ -4,7 +4,6 @@ src=/work/measure-runs/recipe-ablation; dst=/work/main/benchmarks/results/recipe
 mkdir -p $dst/runs
 for d in $src/runs/*; do
   [ -f $d/summary.json ] || continue
-  case $d in *__r2) continue;; esac  # seed 2 was incomplete at 981b838's session end: drop this line once it is done
   mkdir -p $dst/runs/$(basename $d)
   cp $d/{arm.json,config.yaml,env.json,evals.jsonl,metrics.jsonl,summary.json} $dst/runs/$(basename $d)/ 2>/dev/null
 done
