@@ -138,8 +138,8 @@ class OptimConfig:
     )
     muon_precision: Literal["auto", "float32", "bfloat16"] = opt(
         "auto",
-        "precision of Muon's Newton-Schulz iteration; auto: bfloat16 on CUDA and on CPUs with native bf16 "
-        "(AVX-512 BF16, AMX), float32 elsewhere",
+        "precision of Muon's Newton-Schulz iteration; auto: bfloat16 on CUDA, float32 on CPUs (where bf16 "
+        "bought no measurable step time, benchmarks/RESULTS.md)",
     )
 
 

@@ -47,12 +47,11 @@ def test_newton_schulz_in_bfloat16_stays_close_to_float32():
 
 def test_newton_schulz_precision_follows_the_device():
     assert ns_dtype(torch.device("cuda")) == torch.bfloat16
-    cpu_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    assert ns_dtype(torch.device("cpu")) == (torch.bfloat16 if cpu_bf16 else torch.float32)
+    assert ns_dtype(torch.device("cpu")) == torch.float32
     model = create_model("speedrun_net", num_classes=10)
-    assert build_optimizer(model, OptimConfig(optimizer="muon")).ns_dtype == ns_dtype(torch.device("cpu"))
-    asked = OptimConfig(optimizer="muon", muon_precision="float32")
-    assert build_optimizer(model, asked).ns_dtype == torch.float32
+    assert build_optimizer(model, OptimConfig(optimizer="muon")).ns_dtype == torch.float32
+    asked = OptimConfig(optimizer="muon", muon_precision="bfloat16")
+    assert build_optimizer(model, asked).ns_dtype == torch.bfloat16
 
 
 def test_sgd_groups_step_exactly_like_torch_sgd():

@@ -14,10 +14,12 @@ when a norm layer follows, since the output is then scale-invariant).
 so the update is written here; ``newton_schulz`` is tested against the scalar polynomial it applies
 to every singular value and against the SVD's orthogonal factor.
 
-The iteration runs in bfloat16 wherever the device multiplies bf16 matrices natively, as the
-record holders run it on their GPUs: on a CPU with AVX-512 BF16 it takes about 0.4x the fp32 time
-(the speedrun net's filter banks, one thread: ~75 ms against ~200 ms an update, about a tenth of
-the whole update), and the result stays within ~3% of the fp32 one.
+The iteration runs in bfloat16 on CUDA, as the record holders run it, and in float32 on a CPU:
+in isolation bf16 is ~2.7x faster on this project's AVX-512 BF16 CPU (the speedrun net's filter
+banks, one thread: ~75 ms against ~200 ms an update), but inside quicktrain's whole step it bought
+nothing measurable (``benchmarks/muon_step.py``: bf16 / fp32 throughput 0.98 [0.94-1.03] on one
+thread, 1.01 [0.76-1.08] on two), so the CPU keeps the exact one; ``--muon-precision bfloat16``
+asks for it anyway. bf16's result stays within ~3% of fp32's.
 """
 
 from __future__ import annotations
@@ -29,12 +31,9 @@ NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
 
 def ns_dtype(device: torch.device) -> torch.dtype:
-    """The precision of the Newton-Schulz iteration on ``device``: bfloat16 on CUDA and on CPUs
-    whose oneDNN reports native bf16 (AVX-512 BF16, AMX), float32 elsewhere (emulated bf16 would
-    be slower than fp32)."""
-    if device.type == "cuda" or (device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
-        return torch.bfloat16
-    return torch.float32
+    """The default precision of the Newton-Schulz iteration on ``device``: bfloat16 on CUDA,
+    float32 elsewhere (see the module note for the CPU measurement)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def newton_schulz(
