@@ -18,27 +18,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import compare, quicktrain_job, ratios, spread
+from harness import compare, ratios, spread, step_parser, step_sides
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="speedrun_net")
-    parser.add_argument("--amp", default="auto")
-    parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=3, help="updates per trial")
-    parser.add_argument("--repeats", type=int, default=5, help="trials per side")
+    parser = step_parser(__doc__)
     parser.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
     base = {"techniques.channels_last": args.channels_last}
-    eager = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=base)
-    with_compile = {**base, "techniques.compile": True}
-    compiled = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=with_compile)
-    eager.side.name, compiled.side.name = "eager", "compiled"
+    sides = step_sides(args, {"eager": base, "compiled": {**base, "techniques.compile": True}})
     start = time.perf_counter()
-    compiled.side.run()  # the compilation, timed apart
+    sides["compiled"].run()  # the compilation, timed apart
     compile_s = time.perf_counter() - start
-    results = compare([eager.side, compiled.side], repeats=args.repeats)
+    results = compare(list(sides.values()), repeats=args.repeats)
     ratio = ratios(results, "compiled", "eager")
     per_update = {k: args.batch / statistics.median(v) for k, v in results.items()}  # seconds per update
     print(f"{args.model}, amp {args.amp}, batch {args.batch}, channels-last {args.channels_last}")

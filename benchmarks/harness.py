@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import statistics
 import time
@@ -111,3 +112,25 @@ def quicktrain_job(
         return batch * steps
 
     return QuicktrainJob(Side("quicktrain", run_once, run.device), state, batches, start)
+
+
+def step_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a benchmark that compares variants of quicktrain's training step."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="speedrun_net")
+    parser.add_argument("--amp", default="auto")
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=3, help="updates per trial")
+    parser.add_argument("--repeats", type=int, default=5, help="trials per side")
+    return parser
+
+
+def step_sides(args: argparse.Namespace, variants: dict[str, dict]) -> dict[str, Side]:
+    """One named side per variant of the step: :func:`quicktrain_job` with that variant's config
+    overrides, from ``step_parser``'s options."""
+    sides = {}
+    for name, overrides in variants.items():
+        side = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides).side
+        side.name = name
+        sides[name] = side
+    return sides

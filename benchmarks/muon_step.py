@@ -11,33 +11,21 @@ untimed warm-up; ratios are taken trial by trial against SGD.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import compare, quicktrain_job, ratios, spread
+from harness import compare, ratios, spread, step_parser, step_sides
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="speedrun_net")
-    parser.add_argument("--amp", default="auto")
-    parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=3, help="updates per trial")
-    parser.add_argument("--repeats", type=int, default=5, help="trials per side")
-    args = parser.parse_args()
+    args = step_parser(__doc__).parse_args()
     variants = {
         "sgd": {"optim.optimizer": "sgd"},
         "muon-fp32": {"optim.optimizer": "muon", "optim.muon_precision": "float32"},
         "muon-bf16": {"optim.optimizer": "muon", "optim.muon_precision": "bfloat16"},
     }
-    sides = []
-    for name, overrides in variants.items():
-        job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
-        job.side.name = name
-        sides.append(job.side)
-    results = compare(sides, repeats=args.repeats)
+    results = compare(list(step_sides(args, variants).values()), repeats=args.repeats)
     print(f"{args.model}, amp {args.amp}, batch {args.batch}, {args.steps} updates per trial")
     for name, ips in results.items():
         print(f"  {name:10s} {spread(ips, ' img/s')}")

@@ -61,8 +61,7 @@ class MuonSGD(torch.optim.Optimizer):
 
     Every group has ``lr`` and ``momentum``; Muon groups also ``fixed_norm``. A learning-rate
     scheduler scales every group's ``lr`` alike, so the Muon and SGD peaks keep their ratio.
-    ``dtype``: the Newton-Schulz precision, by default :func:`ns_dtype` of ``device`` (where the
-    parameters live)."""
+    ``dtype``: the Newton-Schulz precision, by default :func:`ns_dtype` of the parameters' device."""
 
     def __init__(
         self,
@@ -71,13 +70,17 @@ class MuonSGD(torch.optim.Optimizer):
         momentum: float = 0.9,
         nesterov: bool = True,
         ns_steps: int = 5,
-        device: torch.device | str = "cpu",
         dtype: torch.dtype | None = None,
     ):
         defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=0.0, muon=False, fixed_norm=False)
         defaults["ns_steps"] = ns_steps
         super().__init__(groups, defaults)
-        self.ns_dtype = dtype or ns_dtype(torch.device(device))
+        self.ns_dtype = dtype or ns_dtype(self.param_groups[0]["params"][0].device)
+
+    @property
+    def ns_precision(self) -> str:
+        """The Newton-Schulz precision's name, as recorded ("float32", "bfloat16")."""
+        return str(self.ns_dtype).removeprefix("torch.")
 
     @torch.no_grad()
     def step(self, closure=None):

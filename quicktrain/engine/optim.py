@@ -75,9 +75,8 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, fused: bool = False) -> 
         nesterov = cfg.nesterov and cfg.momentum > 0
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=nesterov, **impl)
     if cfg.optimizer == "muon":
-        device = next(model.parameters()).device
         dtype = None if cfg.muon_precision == "auto" else getattr(torch, cfg.muon_precision)
-        return MuonSGD(split_muon(groups, model, cfg), cfg.lr, cfg.momentum, cfg.nesterov, device=device, dtype=dtype)
+        return MuonSGD(split_muon(groups, model, cfg), cfg.lr, cfg.momentum, cfg.nesterov, dtype=dtype)
     if cfg.optimizer == "adam":
         # Adam's weight_decay is L2 added to the gradient (the study's setting)
         return torch.optim.Adam(groups, lr=cfg.lr, **impl)

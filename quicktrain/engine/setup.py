@@ -280,7 +280,7 @@ def describe(run: Run) -> list[str]:
         + (
             f" (conv/hidden weights: lr {cfg.optim.muon_lr:g}, momentum {cfg.optim.muon_momentum:g}"
             + (", fixed norm" if cfg.optim.muon_fixed_norm else "")
-            + f", Newton-Schulz in {str(run.state.optimizer.ns_dtype).removeprefix('torch.')}; the rest SGD)"
+            + f", Newton-Schulz in {run.state.optimizer.ns_precision}; the rest SGD)"
             if cfg.optim.optimizer == "muon"
             else ""
         )

@@ -51,9 +51,7 @@ def build_summary(
         else None,
         "chance_accuracy": 1.0 / run.arrays.num_classes,
         "tta": cfg.run.tta,
-        "muon_ns_dtype": str(run.state.optimizer.ns_dtype).removeprefix("torch.")
-        if hasattr(run.state.optimizer, "ns_dtype")
-        else None,
+        "muon_ns_dtype": getattr(run.state.optimizer, "ns_precision", None),
         "weight_averaging": f"lookahead {cfg.optim.lookahead}" if run.state.averaging.active else "off",
         "best_test_accuracy": max(test_scores, default=None),
         "val_accuracy": last.get("val_accuracy"),
