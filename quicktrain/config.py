@@ -141,6 +141,12 @@ class OptimConfig:
         "precision of Muon's Newton-Schulz iteration; auto: bfloat16 on CUDA, float32 on CPUs (where bf16 "
         "bought no measurable step time, benchmarks/RESULTS.md)",
     )
+    early_params: str | None = opt(
+        None,
+        "parameters (a glob over their names, e.g. 'whiten.bias') trained for the first --early-epochs epochs "
+        "only, then held fixed, even where the model freezes them (airbench trains its whitening bias for 3)",
+    )
+    early_epochs: int = opt(0, "epochs --early-params train for, from the first")
 
 
 @dataclass(frozen=True)
@@ -524,6 +530,7 @@ def _validate(cfg: Config) -> None:
         "optim.warmup_epochs": cfg.optim.warmup_epochs,
         "optim.muon_momentum": cfg.optim.muon_momentum,
         "data.low_res_epochs": cfg.data.low_res_epochs,
+        "optim.early_epochs": cfg.optim.early_epochs,
     }
     for key, value in non_negative.items():
         if value < 0:
@@ -541,6 +548,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
     if cfg.data.low_res_epochs > 0 and cfg.data.low_res is None:
         raise ConfigError(f"data.low_res_epochs={cfg.data.low_res_epochs} needs a size: add --low-res, e.g. 24")
+    if (cfg.optim.early_params is None) != (cfg.optim.early_epochs == 0):
+        raise ConfigError(
+            f"optim.early_params={cfg.optim.early_params!r} and optim.early_epochs={cfg.optim.early_epochs} go "
+            "together: give both (e.g. --early-params whiten.bias --early-epochs 3) or neither"
+        )
     if cfg.run.early_stop is not None and cfg.data.val_fraction <= 0:
         raise ConfigError("run.early_stop watches the validation score: add --val-fraction, e.g. 0.1")
     if cfg.run.stop_at_target and cfg.run.target_accuracy is None:

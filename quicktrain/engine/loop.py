@@ -127,6 +127,7 @@ class Loop:
     # ---- handlers ----------------------------------------------------------------------
     def start_epoch(self, engine: Engine) -> None:
         self.state.resize.set_epoch(engine.state.epoch - 1)  # Ignite counts epochs from 1
+        self.state.early.set_epoch(engine.state.epoch - 1)
         self.epoch_started_at = self.watch.total
         self.watch.start()
 

@@ -39,6 +39,7 @@ from quicktrain.techniques import (
     resolve_techniques,
 )
 from quicktrain.techniques.averaging import resolve_averaging
+from quicktrain.techniques.early_params import EarlyParams
 from quicktrain.techniques.micro_batch import Prober
 from quicktrain.techniques.resolution import ProgressiveResize
 
@@ -172,6 +173,9 @@ def build_run(
         )
     updates_per_epoch = len(train_loader)
     techniques.cuda.apply()
+    if distributed.active and cfg.optim.early_params is not None:
+        raise ConfigError("optim.early_params is not supported under torchrun (DDP fixes what trains when it wraps)")
+    early = EarlyParams.select(model, cfg.optim.early_params, cfg.optim.early_epochs)  # trainable before the groups
     optimizer = build_optimizer(model, cfg.optim, fused=techniques.cuda.fused_optimizer)
     total_updates = updates_per_epoch * cfg.run.epochs
     scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
@@ -189,6 +193,7 @@ def build_run(
         guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
         averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates),
         resize=ProgressiveResize(cfg.data.low_res, cfg.data.low_res_epochs),
+        early=early,
     )
     return Run(
         config=cfg,
@@ -291,7 +296,8 @@ def describe(run: Run) -> list[str]:
             f", lookahead {cfg.optim.lookahead:g} every {cfg.optim.lookahead_every} updates"
             if cfg.optim.lookahead is not None
             else ""
-        ),
+        )
+        + (f", {run.state.early.describe()}" if run.state.early.active else ""),
         f"  evaluation    test-time augmentation {cfg.run.tta}, every "
         + (f"{cfg.run.eval_every} epochs and after the last" if cfg.run.eval_every > 1 else "epoch")
         + (f", and every {cfg.run.eval_every_steps} updates" if cfg.run.eval_every_steps else "")

@@ -13,6 +13,7 @@ from quicktrain.data.prepare import InputPipeline
 from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.techniques.averaging import NoAveraging
 from quicktrain.techniques.distributed import Distributed
+from quicktrain.techniques.early_params import EarlyParams
 from quicktrain.techniques.precision import Precision
 from quicktrain.techniques.resolution import ProgressiveResize
 
@@ -91,6 +92,7 @@ class TrainState:
     averaging: NoAveraging = field(default_factory=NoAveraging)  # lookahead weight averaging, or nothing
     scaler_skips: ScalerSkips = field(default_factory=ScalerSkips)
     resize: ProgressiveResize = field(default_factory=lambda: ProgressiveResize(None, 0))  # does nothing
+    early: EarlyParams = field(default_factory=EarlyParams)  # parameters trained in the first epochs only, or none
 
     def settle(self) -> None:
         """Bring device-side counts into the host counters (at check points only)."""
