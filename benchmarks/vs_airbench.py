@@ -12,6 +12,11 @@ test-time augmentation).
 - On a GPU airbench runs as published (fp16, CUDA events). On a CPU its CUDA calls are
   redirected to the CPU and its forward runs under bf16 autocast (``--device cpu``): the
   closest CPU analogue of its fp16 GPU recipe.
+- Each seed is a pair (airbench, then quicktrain, back to back on one machine), saved to
+  ``WORK/pairs/sN.json`` with the machine and commit it ran on as soon as both sides finish. A
+  rerun with the same settings keeps the saved pairs and runs only the missing ones, so the seeds
+  of one comparison can span sessions (or machines): the time ratio is taken within each pair,
+  never across them. ``--fresh`` runs every pair again.
 
     pip download --no-deps airbench==0.1.8 && pip install airbench-0.1.8.tar.gz   # once
     python benchmarks/vs_airbench.py --data ../shared/datasets/cifar10-jpeg --seeds 3 --json out.json
@@ -24,7 +29,10 @@ import argparse
 import contextlib
 import functools
 import json
+import os
+import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +44,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import spread
+
+from quicktrain.atomic import atomic_write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -117,8 +127,6 @@ def bf16_net(make_net):
 
 
 def run_airbench(work: Path, seed: int, cpu: bool, epochs: float | None) -> dict[str, float]:
-    import os
-
     import airbench
     from airbench.lib_airbench94 import make_net94
 
@@ -160,6 +168,7 @@ def run_quicktrain(args: argparse.Namespace, seed: int, out: Path) -> list[dict]
     if args.quicktrain_epochs:
         command += ["--epochs", str(args.quicktrain_epochs)]
     command += shlex.split(args.quicktrain_args)
+    shutil.rmtree(out, ignore_errors=True)  # a pair is always trained afresh, never resumed
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"quicktrain seed {seed} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -172,6 +181,56 @@ def time_to(evals: list[dict], target: float) -> dict[str, float] | None:
         if row["test_accuracy"] >= target:
             return {"train_s": row["train_time_s"], "time_s": row["train_time_s"] + row["test_eval_time_s"]}
     return None
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """What a saved pair must have been run with to be kept."""
+    keys = ("config", "quicktrain_args", "max_train_samples", "airbench_epochs", "quicktrain_epochs",
+            "eval_every_steps", "device", "compile")  # fmt: skip
+    return {"data": str(Path(args.data).resolve()), **{key: getattr(args, key) for key in keys}}
+
+
+def machine() -> dict:
+    """Where and from which commit a pair was taken."""
+
+    def git(*cmd: str) -> str:
+        return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+    return {
+        "host": platform.node(),
+        "boot": Path("/proc/sys/kernel/random/boot_id").read_text().strip() if os.name == "posix" else "",
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "commit": git("rev-parse", "--short", "HEAD")
+        + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else ""),
+        "taken": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def load_pair(path: Path, wanted: dict) -> dict | None:
+    if not path.exists():
+        return None
+    pair = json.loads(path.read_text())
+    if pair["settings"] != wanted:
+        changed = sorted(k for k in wanted if pair["settings"].get(k) != wanted[k])
+        raise SystemExit(
+            f"vs_airbench: {path} was taken with other settings ({', '.join(changed)}); "
+            "use another --work folder, or --fresh to run every pair again"
+        )
+    return pair
+
+
+def run_pair(args: argparse.Namespace, seed: int, cpu: bool, wanted: dict) -> dict:
+    air = run_airbench(args.work, seed, cpu, args.airbench_epochs)
+    print(f"seed {seed} airbench94: test acc {air['accuracy']:.4f} in {air['time_s']:.1f}s", flush=True)
+    evals = run_quicktrain(args, seed, args.work / f"quicktrain-s{seed}")
+    pair = {"seed": seed, "settings": wanted, "machine": machine(), "airbench": air, "quicktrain_evals": evals}
+    path = args.work / "pairs" / f"s{seed}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: f.write((json.dumps(pair, indent=1) + "\n").encode()))
+    return pair
 
 
 def main() -> None:
@@ -191,16 +250,31 @@ def main() -> None:
         default="",
         help="more flags/overrides for quicktrain's side, e.g. '--optimizer muon --low-res 24 --low-res-epochs 3'",
     )
+    parser.add_argument("--fresh", action="store_true", help="run every seed's pair again, even those saved in --work")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    write_airbench_data(args.data, args.work, args.max_train_samples)
-    cpu = args.device == "cpu"
-    air, quick = [], []
-    for seed in range(args.seeds):  # interleaved: airbench, quicktrain, airbench, ...
-        air.append(run_airbench(args.work, seed, cpu, args.airbench_epochs))
-        print(f"seed {seed} airbench94: test acc {air[-1]['accuracy']:.4f} in {air[-1]['time_s']:.1f}s", flush=True)
-        quick.append(run_quicktrain(args, seed, args.work / f"quicktrain-s{seed}"))
+    wanted = settings(args)
+    saved = {
+        seed: None if args.fresh else load_pair(args.work / "pairs" / f"s{seed}.json", wanted)
+        for seed in range(args.seeds)
+    }
+    if any(pair is None for pair in saved.values()):
+        write_airbench_data(args.data, args.work, args.max_train_samples)
+    pairs = []
+    for seed, pair in saved.items():  # interleaved: airbench, quicktrain, airbench, ...
+        if pair is None:
+            pair = run_pair(args, seed, args.device == "cpu", wanted)
+        else:
+            where = pair["machine"]
+            print(f"seed {seed}: saved pair kept (airbench94 {pair['airbench']['accuracy']:.4f}; "
+                  f"taken {where['taken']} on {where['host']}, commit {where['commit']})", flush=True)  # fmt: skip
+        pairs.append(pair)
+    air = [pair["airbench"] for pair in pairs]
+    quick = [pair["quicktrain_evals"] for pair in pairs]
+    machines = {(pair["machine"]["host"], pair["machine"].get("boot")) for pair in pairs}
+    if len(machines) > 1:
+        print(f"pairs taken on {len(machines)} machines (or boots): compare the ratios, not times across pairs")
     target = statistics.median(a["accuracy"] for a in air)
     reached = [time_to(evals, target) for evals in quick]
     finals = [evals[-1]["test_accuracy"] for evals in quick]
@@ -217,7 +291,13 @@ def main() -> None:
         count = sum(r is not None for r in reached)
         print(f"quicktrain reached {target:.4f} in {count} of {len(reached)} seeds: no ratio")
     if args.json:
-        result = {"target": target, "airbench": air, "quicktrain_to_target": reached, "quicktrain_final": finals}
+        result = {
+            "target": target,
+            "airbench": air,
+            "quicktrain_to_target": reached,
+            "quicktrain_final": finals,
+            "machines": [pair["machine"] for pair in pairs],
+        }
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
