@@ -5,7 +5,9 @@ holders published (Page's ResNet, Keller Jordan's airbench), written for quicktr
   the covariance of 2x2 input patches, scaled by 1/sqrt(eigenvalue), with their negatives, so
   its outputs are decorrelated and of unit variance. It is fitted from training images before
   training (:meth:`SpeedrunNet.init_from_data`) and stays fixed (weights and bias: nothing
-  behind it needs a gradient, which also spares the backward pass of the first group's input).
+  behind it needs a gradient, which also spares the backward pass of the first group's input);
+  ``--early-params whiten.bias --early-epochs 3`` trains the bias for the first epochs, as
+  airbench does.
 - Three conv groups (conv, max-pool, BatchNorm, GELU, conv, BatchNorm, GELU), widths 64/256/256,
   global max-pool, a bias-free linear head scaled down by 1/9.
 - BatchNorm scales fixed at 1 (only the shifts learn; the recipe gives them a larger step),
