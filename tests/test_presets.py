@@ -58,7 +58,8 @@ def test_speedrun_recipe_uses_the_record_holders_ideas() -> None:
 def test_muon_speedrun_differs_from_the_sgd_recipe_only_by_its_ingredients() -> None:
     sgd, muon = Config.load(SPEEDRUN).to_dict(), Config.load(SPEEDRUN_MUON).to_dict()
     changed = {f"{section}.{key}" for section in sgd for key in sgd[section] if sgd[section][key] != muon[section][key]}
-    muon_keys = {"optim.optimizer", "optim.muon_lr", "optim.muon_momentum"}  # Muon and its step at this batch
+    # Muon and its step at this batch; SGD's peak retuned for what is left with it (head, norm shifts)
+    muon_keys = {"optim.optimizer", "optim.muon_lr", "optim.muon_momentum", "optim.lr"}
     expected = muon_keys | {"data.low_res", "data.low_res_epochs", "run.epochs"}
     assert changed == expected | {"run.target_accuracy"}
 
