@@ -13,10 +13,10 @@ test-time augmentation).
   redirected to the CPU and its forward runs under bf16 autocast (``--device cpu``): the
   closest CPU analogue of its fp16 GPU recipe.
 - Each seed is a pair (airbench, then quicktrain, back to back on one machine), saved to
-  ``WORK/pairs/sN.json`` with the machine and commit it ran on as soon as both sides finish. A
-  rerun with the same settings keeps the saved pairs and runs only the missing ones, so the seeds
-  of one comparison can span sessions (or machines): the time ratio is taken within each pair,
-  never across them. ``--fresh`` runs every pair again.
+  ``WORK/pairs/sN.json`` with the machine it ran on as soon as both sides finish. A rerun with
+  the same settings, commit and hardware (CPU model and count, GPU) keeps the saved pairs and
+  runs only the missing ones, so the seeds of one comparison can span sessions: the time ratio
+  is taken within each pair, never across them. ``--fresh`` runs every pair again.
 
     pip download --no-deps airbench==0.1.8 && pip install airbench-0.1.8.tar.gz   # once
     python benchmarks/vs_airbench.py --data ../shared/datasets/cifar10-jpeg --seeds 3 --json out.json
@@ -189,24 +189,32 @@ def settings(args: argparse.Namespace) -> dict:
     keys = ("config", "quicktrain_args", "max_train_samples", "airbench_epochs", "quicktrain_epochs",
             "eval_every_steps", "device", "compile")  # fmt: skip
     recipe = hashlib.sha256((REPO / args.config).read_bytes()).hexdigest()[:16]  # its content, not just its name
-    return {"data": str(Path(args.data).resolve()), "config_sha256": recipe} | {key: getattr(args, key) for key in keys}
+    where = machine(args.device)  # the ratio differs between CPU models: pairs from two are not pooled
+    hardware = f"{where['cpu']} x{where['cpu_count']}" + (f", {where['gpu']}" if "gpu" in where else "")
+    fixed = {"data": str(Path(args.data).resolve()), "config_sha256": recipe, "commit": commit(), "hardware": hardware}
+    return fixed | {key: getattr(args, key) for key in keys}
 
 
-def machine() -> dict:
-    """Where and from which commit a pair was taken."""
+def git(*command: str) -> str:
+    return subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
-    def git(*cmd: str) -> str:
-        return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
-    return {
+def commit() -> str:
+    """The commit measured, marked when tracked files differ from it."""
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
+
+
+def machine(device: str) -> dict:
+    """Where and when a pair was taken: the hardware as a run record's env.json names it."""
+    from quicktrain.engine.environment import environment
+
+    env = environment(torch.device(device))
+    keys = ("cpu", "cpu_count", "cpu_capability", "torch_threads", "torch", "gpu")
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    return {key: env[key] for key in keys if key in env} | {
         "host": platform.node(),
-        "boot": Path("/proc/sys/kernel/random/boot_id").read_text().strip() if os.name == "posix" else "",
-        "cpu": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "commit": git("rev-parse", "--short", "HEAD")
-        + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else ""),
+        "boot": boot.read_text().strip() if boot.exists() else "",
         "taken": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
 
@@ -228,7 +236,8 @@ def run_pair(args: argparse.Namespace, seed: int, cpu: bool, wanted: dict) -> di
     air = run_airbench(args.work, seed, cpu, args.airbench_epochs)
     print(f"seed {seed} airbench94: test acc {air['accuracy']:.4f} in {air['time_s']:.1f}s", flush=True)
     evals = run_quicktrain(args, seed, args.work / f"quicktrain-s{seed}")
-    pair = {"seed": seed, "settings": wanted, "machine": machine(), "airbench": air, "quicktrain_evals": evals}
+    where = machine(args.device)
+    pair = {"seed": seed, "settings": wanted, "machine": where, "airbench": air, "quicktrain_evals": evals}
     path = args.work / "pairs" / f"s{seed}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: f.write((json.dumps(pair, indent=1) + "\n").encode()))
@@ -270,7 +279,7 @@ def main() -> None:
         else:
             where = pair["machine"]
             print(f"seed {seed}: saved pair kept (airbench94 {pair['airbench']['accuracy']:.4f}; "
-                  f"taken {where['taken']} on {where['host']}, commit {where['commit']})", flush=True)  # fmt: skip
+                  f"taken {where['taken']} on {where['cpu']})", flush=True)  # fmt: skip
         pairs.append(pair)
     air = [pair["airbench"] for pair in pairs]
     quick = [pair["quicktrain_evals"] for pair in pairs]
