@@ -47,8 +47,13 @@ class DataConfig:
         "torch: a DataLoader over host memory; device: the whole training split as one uint8 tensor on the "
         "training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
     )
-    augment: bool = opt(True, "random crop (zero padding of --crop-pad) and horizontal flip on training images")
+    augment: bool = opt(True, "random crop (padding of --crop-pad) and horizontal flip on training images")
     crop_pad: int = opt(4, "padding of the random crop: images shift by up to this many pixels")
+    crop_fill: Literal["zero", "reflect"] = opt(
+        "zero",
+        "what the random crop's padding holds: zero (black borders), or reflect (the image mirrored at its "
+        "edge, as airbench pads, and as the translate TTA already does)",
+    )
     flip: Literal["random", "alternate"] = opt(
         "random",
         "random: each image mirrored with probability 1/2 each epoch; alternate: a random first flip, then "

@@ -91,3 +91,21 @@ def test_cutout_blanks_one_clipped_square_and_both_loaders_agree() -> None:
     for (xd, yd), (xh, yh) in zip(device, host):
         assert torch.equal(xd, xh) and torch.equal(yd, yh)
     assert order_fingerprint(50, 3, 1, True, spec) != order_fingerprint(50, 3, 1, True, AugmentSpec(pad=2))
+
+
+def test_reflect_padding_mirrors_the_edge_and_both_loaders_agree() -> None:
+    img = np.arange(1 * 4 * 4 * 1, dtype=np.uint8).reshape(1, 4, 4, 1) + 1  # no zero pixel
+    # shifted two rows up and two columns left (offset 0 of pad 2): the border is the image mirrored
+    out = crop_flip(img, np.array([0]), np.array([0]), np.array([False]), pad=2, fill="reflect")
+    np.testing.assert_array_equal(out[0, :2, :2, 0], img[0, [2, 1]][:, [2, 1], 0])
+    assert (crop_flip(img, np.array([0]), np.array([0]), np.array([False]), pad=2)[0, :2, :2] == 0).all()
+    split = _split()
+    spec = AugmentSpec(pad=2, flip="alternate", fill="reflect")
+    device = DeviceLoader(split, 16, seed=3, device=CPU, spec=spec)
+    host = make_loader(split, 16, True, seed=3, spec=spec)
+    zero = DeviceLoader(split, 16, seed=3, device=CPU, spec=AugmentSpec(pad=2, flip="alternate"))
+    differs = False
+    for (xd, yd), (xh, yh), (xz, _) in zip(device, host, zero):
+        assert torch.equal(xd, xh) and torch.equal(yd, yh)
+        differs |= not torch.equal(xd, xz)
+    assert differs  # the padding's content reaches the batches

@@ -1,4 +1,4 @@
-"""CIFAR augmentation on uint8 batches: random crop (zero padding, 4 pixels by default),
+"""CIFAR augmentation on uint8 batches: random crop (zero or reflect padding, 4 pixels by default),
 horizontal flip (random or alternating) and optional cutout.
 
 The random parameters of a whole epoch are drawn up front from ``(seed, epoch)``, one row
@@ -31,6 +31,7 @@ class AugmentSpec:
     pad: int = 4  # crops shift the image by up to this many pixels
     flip: Literal["random", "alternate"] = "random"
     cutout: int = 0  # side of the blanked square; 0: no cutout
+    fill: Literal["zero", "reflect"] = "zero"  # what the padding holds: black, or the image mirrored at its edge
 
 
 PAD4_RANDOM_FLIP = AugmentSpec()  # the usual CIFAR augmentation, and the default
@@ -61,14 +62,19 @@ class CropFlip:
         return cls(centre, centre, np.zeros(n, dtype=bool))
 
 
-def crop_flip(images: np.ndarray, dy: np.ndarray, dx: np.ndarray, flip: np.ndarray, pad: int = 4) -> np.ndarray:
-    """Zero-pad by ``pad``, crop back to the original size at (dy, dx), mirror where ``flip``.
+def crop_flip(
+    images: np.ndarray, dy: np.ndarray, dx: np.ndarray, flip: np.ndarray, pad: int = 4, fill: str = "zero"
+) -> np.ndarray:
+    """Pad by ``pad`` (zeros, or the image reflected at its edge), crop back to the original size
+    at (dy, dx), mirror where ``flip``.
 
     One fancy-indexing gather does crop and flip together for the whole batch.
     images: (B, H, W, C) uint8 -> (B, H, W, C) uint8
     """
     b, h, w, _ = images.shape
-    padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    padded = np.pad(
+        images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect" if fill == "reflect" else "constant"
+    )
     cols = np.where(flip[:, None], np.arange(w)[::-1], np.arange(w))  # (B, W)
     rows = dy[:, None] + np.arange(h)  # (B, H)
     cols = dx[:, None] + cols  # (B, W)

@@ -53,7 +53,7 @@ class ArrayDataset(Dataset):
         images = self.split.images[idx]
         if self.augment:
             p = self.params(int(epoch[0]))  # a batch never spans two epochs
-            images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx], self.spec.pad)
+            images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx], self.spec.pad, self.spec.fill)
             if p.centre is not None:
                 images = cutout(images, p.centre[idx], self.spec.cutout)
         # HWC -> CHW; contiguous so pinning and the copy move one dense block

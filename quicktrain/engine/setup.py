@@ -101,7 +101,7 @@ def _per_channel(values: list[float]) -> tuple[float, ...]:
 
 
 def augment_spec(data: DataConfig) -> AugmentSpec:
-    return AugmentSpec(pad=data.crop_pad, flip=data.flip, cutout=data.cutout)
+    return AugmentSpec(pad=data.crop_pad, flip=data.flip, cutout=data.cutout, fill=data.crop_fill)
 
 
 def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
