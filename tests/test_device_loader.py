@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from conftest import tiny_config
 
+from quicktrain.cli import main
 from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Split
 from quicktrain.data.augment import AugmentSpec, CropFlip, crop_flip, cutout
@@ -109,3 +110,12 @@ def test_reflect_padding_mirrors_the_edge_and_both_loaders_agree() -> None:
         assert torch.equal(xd, xh) and torch.equal(yd, yh)
         differs |= not torch.equal(xd, xz)
     assert differs  # the padding's content reaches the batches
+
+
+def test_the_banner_says_how_training_images_are_augmented(tmp_path, capsys) -> None:
+    tiny = ["--dataset", "synthetic", "--max-train-samples", "32", "--max-test-samples", "8", "--epochs", "1"]
+    tiny += ["--amp", "off", "--no-tensorboard", "--no-progress", "--out", str(tmp_path / "run")]
+    assert main(["train", *tiny, "--crop-pad", "2", "--crop-fill", "reflect", "--flip", "alternate"]) == 0
+    assert "augment       random crop (padding 2, reflect), alternate flip\n" in capsys.readouterr().out
+    assert main(["train", *tiny, "--no-augment", "--out", str(tmp_path / "plain")]) == 0
+    assert "augment       off\n" in capsys.readouterr().out

@@ -33,6 +33,10 @@ class AugmentSpec:
     cutout: int = 0  # side of the blanked square; 0: no cutout
     fill: Literal["zero", "reflect"] = "zero"  # what the padding holds: black, or the image mirrored at its edge
 
+    def describe(self) -> str:
+        cutout = f", cutout {self.cutout} px" if self.cutout else ""
+        return f"random crop (padding {self.pad}, {self.fill}), {self.flip} flip{cutout}"
+
 
 PAD4_RANDOM_FLIP = AugmentSpec()  # the usual CIFAR augmentation, and the default
 

@@ -281,6 +281,7 @@ def describe(run: Run) -> list[str]:
             else f", {cfg.data.workers} loader workers"
         )
         + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
+        f"  augment       {augment_spec(cfg.data).describe() if cfg.data.augment else 'off'}",
         f"  optimizer     {cfg.optim.optimizer}"
         + (
             f" (conv/hidden weights: lr {cfg.optim.muon_lr:g}, momentum {cfg.optim.muon_momentum:g}"
