@@ -232,8 +232,8 @@ def load_pair(path: Path, wanted: dict) -> dict | None:
     return pair
 
 
-def run_pair(args: argparse.Namespace, seed: int, cpu: bool, wanted: dict) -> dict:
-    air = run_airbench(args.work, seed, cpu, args.airbench_epochs)
+def run_pair(args: argparse.Namespace, seed: int, wanted: dict) -> dict:
+    air = run_airbench(args.work, seed, args.device == "cpu", args.airbench_epochs)
     print(f"seed {seed} airbench94: test acc {air['accuracy']:.4f} in {air['time_s']:.1f}s", flush=True)
     evals = run_quicktrain(args, seed, args.work / f"quicktrain-s{seed}")
     where = machine(args.device)
@@ -275,7 +275,7 @@ def main() -> None:
     pairs = []
     for seed, pair in saved.items():  # interleaved: airbench, quicktrain, airbench, ...
         if pair is None:
-            pair = run_pair(args, seed, args.device == "cpu", wanted)
+            pair = run_pair(args, seed, wanted)
         else:
             where = pair["machine"]
             print(f"seed {seed}: saved pair kept (airbench94 {pair['airbench']['accuracy']:.4f}; "

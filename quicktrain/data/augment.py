@@ -38,6 +38,7 @@ class AugmentSpec:
         return f"random crop (padding {self.pad}, {self.fill}), {self.flip} flip{cutout}"
 
 
+PAD_MODES = {"zero": "constant", "reflect": "reflect"}  # fill -> the pad mode, as numpy and torch both name it
 PAD4_RANDOM_FLIP = AugmentSpec()  # the usual CIFAR augmentation, and the default
 
 
@@ -76,9 +77,7 @@ def crop_flip(
     images: (B, H, W, C) uint8 -> (B, H, W, C) uint8
     """
     b, h, w, _ = images.shape
-    padded = np.pad(
-        images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect" if fill == "reflect" else "constant"
-    )
+    padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode=PAD_MODES[fill])
     cols = np.where(flip[:, None], np.arange(w)[::-1], np.arange(w))  # (B, W)
     rows = dy[:, None] + np.arange(h)  # (B, H)
     cols = dx[:, None] + cols  # (B, W)

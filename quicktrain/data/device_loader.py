@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip, cutout_mask
+from quicktrain.data.augment import PAD4_RANDOM_FLIP, PAD_MODES, AugmentSpec, CropFlip, cutout_mask
 from quicktrain.data.loader import EpochBatches
 
 
@@ -59,8 +59,7 @@ class DeviceLoader:
         self.batch_sampler = EpochBatches(len(split), batch_size, seed, shuffle=True, rank=rank, world=world)
         self.n, self.seed, self.augment, self.device, self.spec = len(split), seed, augment, device, spec
         images = torch.from_numpy(split.images).to(device).permute(0, 3, 1, 2)  # (N, C, H, W) uint8
-        mode = "reflect" if spec.fill == "reflect" else "constant"
-        self.padded = F.pad(images, (spec.pad,) * 4, mode=mode) if augment else images.contiguous()
+        self.padded = F.pad(images, (spec.pad,) * 4, mode=PAD_MODES[spec.fill]) if augment else images.contiguous()
         self.labels = torch.from_numpy(split.labels).to(device)
         self._params: tuple[int, tuple[torch.Tensor, ...]] | None = None
 
