@@ -37,6 +37,7 @@ from quicktrain.techniques import (
     plan_epoch,
     resolve_distributed,
     resolve_techniques,
+    use_gemm_weight_grad,
 )
 from quicktrain.techniques.averaging import resolve_averaging
 from quicktrain.techniques.early_params import EarlyParams
@@ -59,6 +60,7 @@ class Run:
     num_params: int
     model_note: str | None = None  # how the net was adapted to the image size, for the banner
     normalization: Normalization | None = None
+    gemm_convs: int = 0  # convolutions whose small-map weight gradient is a GEMM (techniques.gemm_wgrad)
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
     # an interrupted run reports, so time and work always cover the same epochs
     completed: Counters = field(default_factory=Counters)
@@ -140,6 +142,7 @@ def build_run(
     elif cfg.model.pretrained is not None:
         load_weights(model, cfg.model.pretrained)  # a local state dict into the given module
     model = model.to(device, memory_format=techniques.memory_format)
+    gemm_convs = use_gemm_weight_grad(model) if techniques.gemm_wgrad else 0
     num_params = sum(p.numel() for p in model.parameters())
     pin = techniques.pinning.active
     normalization = resolve_normalization(cfg, arrays)
@@ -209,6 +212,7 @@ def build_run(
         num_params=num_params,
         model_note=_model_note(entry, image_size),
         normalization=normalization,
+        gemm_convs=gemm_convs,
     )
 
 
@@ -263,11 +267,13 @@ def describe(run: Run) -> list[str]:
         f"  pin_memory    {'on' if t.pinning.active else 'off'}"
         + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
         f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}"
+        + (f", GEMM weight gradients on maps up to 8x8 ({run.gemm_convs} convolutions)" if t.gemm_wgrad else "")
         + (
             f", tf32 {'on' if t.cuda.tf32 else 'off'}, cudnn.benchmark on, fused optimizer"
             if run.device.type == "cuda"
             else (", tf32 asked for but CUDA-only (no effect)" if t.cuda.tf32_requested else "")
-        ),
+        )
+        + (", gemm_wgrad asked for but CPU-only (no effect)" if cfg.techniques.gemm_wgrad and not t.gemm_wgrad else ""),
         f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (

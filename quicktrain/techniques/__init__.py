@@ -8,6 +8,7 @@ import torch
 
 from quicktrain.config import Config
 from quicktrain.techniques.accumulation import Accumulation, micro_weights, plan_epoch, split_sizes
+from quicktrain.techniques.conv_wgrad import use_gemm_weight_grad
 from quicktrain.techniques.cuda_switches import CudaSwitches, resolve_cuda_switches
 from quicktrain.techniques.distributed import Distributed, resolve_distributed
 from quicktrain.techniques.layout import maybe_compile, memory_format, unwrap
@@ -22,6 +23,7 @@ class Techniques:
     pinning: Pinning
     memory_format: torch.memory_format
     compile: bool
+    gemm_wgrad: bool = False  # CPU only: resolved off on CUDA
     distributed: Distributed = field(default_factory=Distributed)
     cuda: CudaSwitches = field(default_factory=lambda: CudaSwitches(False, False, False, False))
 
@@ -39,6 +41,7 @@ class Techniques:
             "pin_memory_active": self.pinning.active,
             "channels_last": self.memory_format == torch.channels_last,
             "compile": self.compile,
+            "gemm_wgrad": self.gemm_wgrad,
             "world_size": self.distributed.world,
             **self.cuda.describe(),
         }
@@ -56,6 +59,7 @@ def resolve_techniques(cfg: Config, device: torch.device, distributed: Distribut
         pinning=resolve_pinning(t.pin_memory, device),
         memory_format=memory_format(t.channels_last),
         compile=t.compile,
+        gemm_wgrad=t.gemm_wgrad and device.type == "cpu",
         distributed=distributed,
         cuda=resolve_cuda_switches(t.tf32, device),
     )
@@ -79,4 +83,5 @@ __all__ = [
     "resolve_techniques",
     "split_sizes",
     "unwrap",
+    "use_gemm_weight_grad",
 ]

@@ -1,0 +1,101 @@
+"""Do GEMM weight gradients (``--gemm-wgrad``) pay on this machine?
+
+1. Per convolution shape of speedrun_net (batch 512, bf16, channels-last): oneDNN's
+   backward-weights pass against :func:`quicktrain.techniques.conv_wgrad.gemm_weight_grad`,
+   interleaved, with the relative difference of the two gradients from a float32 reference.
+2. quicktrain's whole training step (the Ignite Engine running ``train_step``, the Muon recipe's
+   optimizer settings) without and with ``techniques.gemm_wgrad``, at full size and at the
+   recipe's 24 px low-resolution epochs; ratios trial by trial.
+
+    python benchmarks/conv_wgrad.py
+    OMP_NUM_THREADS=1 taskset -c 0 python benchmarks/conv_wgrad.py --repeats 7
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import compare, quicktrain_job, ratios, spread, step_parser
+
+from quicktrain.techniques.conv_wgrad import MAX_PIXELS, gemm_weight_grad
+
+RECIPE = {  # configs/speedrun_muon_cifar10.yaml's optimizer and layout
+    "optim.optimizer": "muon",
+    "optim.muon_lr": 0.06,
+    "optim.muon_momentum": 0.9,
+    "optim.label_smoothing": 0.2,
+    "optim.norm_bias_lr_scale": 64,
+    "optim.lookahead": 0.77,
+    "optim.lookahead_every": 5,
+    "techniques.channels_last": True,
+}
+SHAPES = [(31, 24, 64), (15, 64, 64), (15, 64, 256), (7, 256, 256), (3, 256, 256)]  # (map, in, out)
+
+
+def onednn_weight_grad(x: torch.Tensor, grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    args = (None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])
+    return torch.ops.aten.convolution_backward(grad, x, weight, *args)[1]
+
+
+def per_shape(batch: int, repeats: int) -> None:
+    print(f"weight gradient per shape, batch {batch}, bf16, channels-last (ms, median [min-max] of {repeats}):")
+    for size, cin, cout in SHAPES:
+
+        def make(*shape):
+            return torch.randn(*shape, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+
+        x, grad, w = make(batch, cin, size, size), make(batch, cout, size, size), make(cout, cin, 3, 3)
+        exact = onednn_weight_grad(x.float(), grad.float(), w.float())
+        times: dict[str, list[float]] = {"onednn": [], "gemm": []}
+        sides = {
+            "onednn": lambda x=x, grad=grad, w=w: onednn_weight_grad(x, grad, w),
+            "gemm": lambda x=x, grad=grad: gemm_weight_grad(x, grad),
+        }
+        errors = {n: float((f().float() - exact).norm() / exact.norm()) for n, f in sides.items()}  # also warm-up
+        for trial in range(repeats):
+            for name in sides if trial % 2 == 0 else reversed(sides):
+                start = time.perf_counter()
+                sides[name]()
+                times[name].append((time.perf_counter() - start) * 1e3)
+        used = "gemm" if size * size <= MAX_PIXELS else "onednn"
+        print(
+            f"  {size:2d}x{size:<2d} {cin:3d}->{cout:3d}: oneDNN {spread(times['onednn'])}"
+            f" (rel. error {errors['onednn']:.1e}), GEMM {spread(times['gemm'])}"
+            f" (rel. error {errors['gemm']:.1e}); --gemm-wgrad uses {used}"
+        )
+
+
+def whole_step(args) -> None:
+    for label, low_res in (("32 px", None), ("24 px", 24)):
+        extra = {"data.low_res": low_res, "data.low_res_epochs": 10**6} if low_res else {}
+        sides = []
+        for name, on in (("native", False), ("gemm_wgrad", True)):
+            overrides = {**RECIPE, **extra, "techniques.gemm_wgrad": on}
+            job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
+            job.state.resize.set_epoch(0)  # the harness's engine has no epoch handler: start the first epoch here
+            job.side.name = name
+            sides.append(job.side)
+        results = compare(sides, repeats=args.repeats)
+        print(f"{args.model}, the Muon recipe's step at {label}, batch {args.batch}, {args.steps} updates per trial:")
+        for name, ips in results.items():
+            print(f"  {name:10s} {spread(ips, ' img/s')}")
+        print(f"  gemm_wgrad / native throughput: {spread(ratios(results, 'gemm_wgrad', 'native'))}")
+
+
+def main() -> None:
+    parser = step_parser(__doc__)
+    parser.add_argument("--skip-shapes", action="store_true", help="only the whole-step comparison")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if not args.skip_shapes:
+        per_shape(args.batch, args.repeats)
+    whole_step(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Weight gradients of small 3x3 convolutions as one matrix product (CPU).
+
+oneDNN's backward-weights pass is slow for 3x3 convolutions on small feature maps: on a 2-core
+Xeon (AMX, bf16, batch 512, 256 channels, one thread) it took 50 ms on 3x3 maps where the
+forward took 5 ms, and 75 ms on 7x7 maps against 24 ms. The same gradient is one matrix product,
+output gradient (out, N*H*W) @ input patches (N*H*W, 9*in), which the CPU's GEMM does in 8 ms and
+61 ms; on maps of 15x15 and more oneDNN wins (``benchmarks/conv_wgrad.py`` measures both).
+
+``use_gemm_weight_grad(model)`` turns every eligible ``nn.Conv2d`` (3x3, stride 1, padding 1,
+no dilation or groups, zero padding) into :class:`GemmGradConv2d`: the same module, parameters
+and state dict, whose forward is unchanged and whose backward computes the weight gradient by
+GEMM when the map has at most :data:`MAX_PIXELS` pixels (larger maps take the usual path).
+The input gradient always comes from oneDNN, which is fast for it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MAX_PIXELS = 64  # 8x8: the GEMM path won at 7x7 and 3x3, lost at 15x15 (module docstring)
+
+
+def gemm_weight_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """d(loss)/d(weight) of a 3x3, stride-1, padding-1 convolution from its input ``x``
+    (N, C, H, W) and output gradient (N, O, H, W), any memory format: (O, C, 3, 3)."""
+    n, c, h, w = x.shape
+    padded = F.pad(x, (1, 1, 1, 1)).permute(0, 2, 3, 1)  # (N, H+2, W+2, C), a view
+    sn, sh, sw, sc = padded.stride()
+    # every 3x3 patch as a view (no copy yet): (N, H, W, ky, kx, C); reshape gathers it once
+    patches = padded.as_strided((n, h, w, 3, 3, c), (sn, sh, sw, sh, sw, sc)).reshape(n * h * w, 9 * c)
+    grad_rows = grad_out.permute(1, 0, 2, 3).reshape(grad_out.shape[1], n * h * w).contiguous()
+    return (grad_rows @ patches).view(-1, 3, 3, c).permute(0, 3, 1, 2)  # (O, C, ky, kx)
+
+
+class _GemmGradConv(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return F.conv2d(x, weight, bias, padding=1)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.ops.aten.convolution_backward(
+                grad_out, x, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False]
+            )[0]
+        if ctx.needs_input_grad[1]:
+            grad_w = gemm_weight_grad(x, grad_out).to(weight.dtype)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad_out.sum((0, 2, 3))
+        return grad_x, grad_w, grad_b
+
+
+class GemmGradConv2d(nn.Conv2d):
+    """An ``nn.Conv2d`` (3x3, stride 1, padding 1) whose weight gradient on small maps is a GEMM."""
+
+    def _conv_forward(self, input, weight, bias):
+        small = input.shape[-1] * input.shape[-2] <= MAX_PIXELS
+        if not (small and input.device.type == "cpu" and torch.is_grad_enabled() and weight.requires_grad):
+            return super()._conv_forward(input, weight, bias)
+        if torch.is_autocast_enabled("cpu"):  # cast as autocast would, then run the function outside it
+            dtype = torch.get_autocast_dtype("cpu")
+            input, weight = input.to(dtype), weight.to(dtype)
+            bias = bias.to(dtype) if bias is not None else None
+            with torch.autocast("cpu", enabled=False):
+                return _GemmGradConv.apply(input, weight, bias)
+        return _GemmGradConv.apply(input, weight, bias)
+
+
+def eligible(module: nn.Module) -> bool:
+    return (
+        type(module) is nn.Conv2d
+        and module.kernel_size == (3, 3)
+        and module.stride == (1, 1)
+        and module.dilation == (1, 1)
+        and module.groups == 1
+        and module.padding in ((1, 1), "same")
+        and module.padding_mode == "zeros"
+    )
+
+
+def use_gemm_weight_grad(model: nn.Module) -> int:
+    """Turn every eligible convolution of ``model`` into a :class:`GemmGradConv2d` in place
+    (same parameters, buffers and state dict); returns how many."""
+    convs = [m for m in model.modules() if eligible(m)]
+    for conv in convs:
+        conv.__class__ = GemmGradConv2d
+    return len(convs)
