@@ -34,7 +34,17 @@ RECIPE = {  # configs/speedrun_muon_cifar10.yaml's optimizer and layout
     "optim.lookahead_every": 5,
     "techniques.channels_last": True,
 }
-SHAPES = [(31, 24, 64), (15, 64, 64), (15, 64, 256), (7, 256, 256), (3, 256, 256)]  # (map, in, out)
+# (map, in, out) at 32 px, then the maps of the 24 px epochs that differ
+SHAPES = [
+    (31, 24, 64),
+    (15, 64, 64),
+    (15, 64, 256),
+    (7, 256, 256),
+    (3, 256, 256),
+    (11, 64, 256),
+    (5, 256, 256),
+    (2, 256, 256),
+]
 
 
 def onednn_weight_grad(x: torch.Tensor, grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,11 @@
 """Weight gradients of small 3x3 convolutions as one matrix product (CPU).
 
-oneDNN's backward-weights pass is slow for 3x3 convolutions on small feature maps: on a 2-core
-Xeon (AMX, bf16, batch 512, 256 channels, one thread) it took 50 ms on 3x3 maps where the
-forward took 5 ms, and 75 ms on 7x7 maps against 24 ms. The same gradient is one matrix product,
-output gradient (out, N*H*W) @ input patches (N*H*W, 9*in), which the CPU's GEMM does in 8 ms and
-61 ms; on maps of 15x15 and more oneDNN wins (``benchmarks/conv_wgrad.py`` measures both).
+oneDNN's backward-weights pass is slow for 3x3 convolutions on small feature maps. On a 2-core
+Xeon (AMX; bf16, batch 512, 256 channels, two threads) it took 22 ms on 3x3 maps and 18 ms on
+2x2 maps, where the same gradient as one matrix product, output gradient (out, N*H*W) @ input
+patches (N*H*W, 9*in), took 5-7 ms and 2.4 ms; on 5x5 maps the two were level (30 / 29 ms) and
+from 7x7 up oneDNN won (39 / 59 ms: gathering the patches costs more than the product saves).
+``benchmarks/conv_wgrad.py`` measures both per shape on the machine at hand.
 
 ``use_gemm_weight_grad(model)`` turns every eligible ``nn.Conv2d`` (3x3, stride 1, padding 1,
 no dilation or groups, zero padding) into :class:`GemmGradConv2d`: the same module, parameters
@@ -19,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-MAX_PIXELS = 64  # 8x8: the GEMM path won at 7x7 and 3x3, lost at 15x15 (module docstring)
+MAX_PIXELS = 16  # 4x4: the GEMM path won at 3x3 and 2x2, was level at 5x5, lost from 7x7 up (two threads)
 
 
 def gemm_weight_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
