@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -22,18 +23,20 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import compare, quicktrain_job, ratios, spread, step_parser
 
+from quicktrain.config import Config
 from quicktrain.techniques.conv_wgrad import MAX_PIXELS, gemm_weight_grad
 
-RECIPE = {  # configs/speedrun_muon_cifar10.yaml's optimizer and layout
-    "optim.optimizer": "muon",
-    "optim.muon_lr": 0.06,
-    "optim.muon_momentum": 0.9,
-    "optim.label_smoothing": 0.2,
-    "optim.norm_bias_lr_scale": 64,
-    "optim.lookahead": 0.77,
-    "optim.lookahead_every": 5,
-    "techniques.channels_last": True,
-}
+RECIPE_FILE = Path(__file__).resolve().parents[1] / "configs" / "speedrun_muon_cifar10.yaml"
+
+
+def recipe_overrides() -> dict:
+    """The Muon recipe's optimizer section and memory layout, read from its config file (so the
+    step measured is the recipe's as it stands, not a copy of it)."""
+    cfg = Config.load(RECIPE_FILE)
+    optim = {f"optim.{key}": value for key, value in asdict(cfg.optim).items()}
+    return {**optim, "techniques.channels_last": cfg.techniques.channels_last}
+
+
 # (map, in, out) at 32 px, then the maps of the 24 px epochs that differ
 SHAPES = [
     (31, 24, 64),
@@ -85,7 +88,7 @@ def whole_step(args) -> None:
         extra = {"data.low_res": low_res, "data.low_res_epochs": 10**6} if low_res else {}
         sides = []
         for name, on in (("native", False), ("gemm_wgrad", True)):
-            overrides = {**RECIPE, **extra, "techniques.gemm_wgrad": on}
+            overrides = {**recipe_overrides(), **extra, "techniques.gemm_wgrad": on}
             job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
             job.state.resize.set_epoch(0)  # the harness's engine has no epoch handler: start the first epoch here
             job.side.name = name

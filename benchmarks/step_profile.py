@@ -16,7 +16,7 @@ from pathlib import Path
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conv_wgrad import RECIPE
+from conv_wgrad import recipe_overrides
 from harness import quicktrain_job, step_parser
 
 
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--gemm-wgrad", action="store_true", help="with techniques.gemm_wgrad")
     parser.add_argument("--rows", type=int, default=25)
     args = parser.parse_args()
-    overrides = {**RECIPE, "techniques.gemm_wgrad": args.gemm_wgrad}
+    overrides = {**recipe_overrides(), "techniques.gemm_wgrad": args.gemm_wgrad}
     if args.low_res:
         overrides |= {"data.low_res": args.low_res, "data.low_res_epochs": 10**6}
     job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
