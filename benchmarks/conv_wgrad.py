@@ -1,8 +1,9 @@
 """Do GEMM weight gradients (``--gemm-wgrad``) pay on this machine?
 
 1. Per convolution shape of speedrun_net (batch 512, bf16, channels-last): oneDNN's
-   backward-weights pass against :func:`quicktrain.techniques.conv_wgrad.gemm_weight_grad`,
-   interleaved, with the relative difference of the two gradients from a float32 reference.
+   backward-weights pass against :func:`quicktrain.techniques.conv_wgrad.gemm_weight_grad`
+   (one GEMM) and ``row_gemm_weight_grad`` (three GEMMs over shifted rows), interleaved, with
+   each gradient's relative difference from a float32 reference.
 2. quicktrain's whole training step (the Ignite Engine running ``train_step``, the Muon recipe's
    optimizer settings) without and with ``techniques.gemm_wgrad``, at full size and at the
    recipe's 24 px low-resolution epochs; ratios trial by trial.
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import compare, quicktrain_job, ratios, spread, step_parser
 
 from quicktrain.config import Config
-from quicktrain.techniques.conv_wgrad import MAX_PIXELS, gemm_weight_grad
+from quicktrain.techniques.conv_wgrad import MAX_PIXELS, ROW_MAX_PIXELS, gemm_weight_grad, row_gemm_weight_grad
 
 RECIPE_FILE = Path(__file__).resolve().parents[1] / "configs" / "speedrun_muon_cifar10.yaml"
 
@@ -64,23 +65,22 @@ def per_shape(batch: int, repeats: int) -> None:
 
         x, grad, w = make(batch, cin, size, size), make(batch, cout, size, size), make(cout, cin, 3, 3)
         exact = onednn_weight_grad(x.float(), grad.float(), w.float())
-        times: dict[str, list[float]] = {"onednn": [], "gemm": []}
         sides = {
-            "onednn": lambda x=x, grad=grad, w=w: onednn_weight_grad(x, grad, w),
-            "gemm": lambda x=x, grad=grad: gemm_weight_grad(x, grad),
+            "oneDNN": lambda x=x, grad=grad, w=w: onednn_weight_grad(x, grad, w),
+            "GEMM": lambda x=x, grad=grad: gemm_weight_grad(x, grad),
+            "row GEMMs": lambda x=x, grad=grad: row_gemm_weight_grad(x, grad),
         }
+        times: dict[str, list[float]] = {name: [] for name in sides}
         errors = {n: float((f().float() - exact).norm() / exact.norm()) for n, f in sides.items()}  # also warm-up
         for trial in range(repeats):
             for name in sides if trial % 2 == 0 else reversed(sides):
                 start = time.perf_counter()
                 sides[name]()
                 times[name].append((time.perf_counter() - start) * 1e3)
-        used = "gemm" if size * size <= MAX_PIXELS else "onednn"
-        print(
-            f"  {size:2d}x{size:<2d} {cin:3d}->{cout:3d}: oneDNN {spread(times['onednn'])}"
-            f" (rel. error {errors['onednn']:.1e}), GEMM {spread(times['gemm'])}"
-            f" (rel. error {errors['gemm']:.1e}); --gemm-wgrad uses {used}"
-        )
+        pixels = size * size
+        used = "GEMM" if pixels <= MAX_PIXELS else "row GEMMs" if pixels <= ROW_MAX_PIXELS else "oneDNN"
+        measured = ", ".join(f"{n} {spread(t)} (rel. error {errors[n]:.1e})" for n, t in times.items())
+        print(f"  {size:2d}x{size:<2d} {cin:3d}->{cout:3d}: {measured}; --gemm-wgrad uses {used}")
 
 
 def whole_step(args) -> None:

@@ -24,25 +24,37 @@ def _pair(bias: bool) -> tuple[nn.Module, nn.Module]:
     return native, gemm
 
 
-@pytest.fixture
-def gemm_calls(monkeypatch):
+def _spy(monkeypatch, name: str) -> list:
     calls = []
-    real = conv_wgrad.gemm_weight_grad
+    real = getattr(conv_wgrad, name)
 
     def spy(x, grad):
         calls.append(tuple(x.shape))
         return real(x, grad)
 
-    monkeypatch.setattr(conv_wgrad, "gemm_weight_grad", spy)
+    monkeypatch.setattr(conv_wgrad, name, spy)
     return calls
+
+
+@pytest.fixture
+def gemm_calls(monkeypatch):
+    """Shapes the one-GEMM form ran on."""
+    return _spy(monkeypatch, "gemm_weight_grad")
+
+
+@pytest.fixture
+def row_calls(monkeypatch):
+    """Shapes the three-GEMM (row) form ran on."""
+    return _spy(monkeypatch, "row_gemm_weight_grad")
 
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("channels_last", [False, True])
-@pytest.mark.parametrize("size", [1, 3, 4, 5])  # 5x5 is above MAX_PIXELS (16): the native path
-def test_same_gradients_as_pytorch(bias, channels_last, size, gemm_calls):
+# (H, W): up to MAX_PIXELS (16) one GEMM, up to ROW_MAX_PIXELS (36) three, above that oneDNN
+@pytest.mark.parametrize("hw", [(1, 1), (3, 4), (4, 4), (5, 5), (5, 6), (6, 6), (6, 7), (7, 7)])
+def test_same_gradients_as_pytorch(bias, channels_last, hw, gemm_calls, row_calls):
     native, gemm = _pair(bias)
-    x = torch.randn(3, 5, size, size + 1 if size == 3 else size, dtype=torch.double)  # 3x4: not square
+    x = torch.randn(3, 5, *hw, dtype=torch.double)
     if channels_last:
         x = x.to(memory_format=torch.channels_last)
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -52,8 +64,20 @@ def test_same_gradients_as_pytorch(bias, channels_last, size, gemm_calls):
     for (name, p), q in zip(native.named_parameters(), gemm.parameters()):
         torch.testing.assert_close(q.grad, p.grad, msg=name)
     torch.testing.assert_close(x2.grad, x1.grad)
-    taken = size * (size + 1 if size == 3 else size) <= conv_wgrad.MAX_PIXELS
-    assert len(gemm_calls) == (2 if taken else 0)
+    pixels = hw[0] * hw[1]
+    one, rows = pixels <= conv_wgrad.MAX_PIXELS, conv_wgrad.MAX_PIXELS < pixels <= conv_wgrad.ROW_MAX_PIXELS
+    assert (len(gemm_calls), len(row_calls)) == (2 if one else 0, 2 if rows else 0)
+
+
+@pytest.mark.parametrize("hw", [(2, 2), (3, 3), (5, 5), (4, 7)])
+def test_both_gemm_forms_give_the_convolutions_weight_gradient(hw):
+    """Each form on its own, on any map size, against aten's convolution backward."""
+    torch.manual_seed(0)
+    x, grad, weight = torch.randn(4, 6, *hw).double(), torch.randn(4, 7, *hw).double(), torch.randn(7, 6, 3, 3).double()
+    args = (None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])
+    expected = torch.ops.aten.convolution_backward(grad, x, weight, *args)[1]
+    torch.testing.assert_close(conv_wgrad.gemm_weight_grad(x, grad), expected)
+    torch.testing.assert_close(conv_wgrad.row_gemm_weight_grad(x, grad), expected)
 
 
 def test_under_bf16_autocast_as_pytorch_within_rounding(gemm_calls):
@@ -103,20 +127,27 @@ def test_only_plain_3x3_stride_1_padding_1_convolutions_are_taken():
     assert list(model.state_dict()) == keys
 
 
-def test_training_speedrun_net_matches_the_native_gradients(tmp_path, gemm_calls):
+@pytest.mark.parametrize("low_res", [None, 24])
+def test_training_speedrun_net_matches_the_native_gradients(tmp_path, gemm_calls, row_calls, low_res):
     """The same run with and without the switch (float32, SGD): the same weights afterwards,
-    and the GEMM path ran (speedrun_net's last convolution works on 3x3 maps)."""
+    and the GEMM forms ran where the maps are small (at 32 px the last convolution's 3x3 maps;
+    at 24 px two convolutions on 5x5 maps and the last on 2x2)."""
     torch.manual_seed(0)
     native = SpeedrunNet(10)
     gemm = copy.deepcopy(native)
     start = copy.deepcopy(native.state_dict())
+    resize = {"data.low_res": low_res, "data.low_res_epochs": 1} if low_res else {}
     for model, on, out in ((native, False, "native"), (gemm, True, "gemm")):
-        cfg = tiny_config(tmp_path / out, **{"techniques.gemm_wgrad": on, "optim.optimizer": "sgd"})
+        cfg = tiny_config(tmp_path / out, **{"techniques.gemm_wgrad": on, "optim.optimizer": "sgd", **resize})
         result = train(cfg, model=model)
         assert result.summary["status"] == "completed" and result.summary["gemm_wgrad"] is on
     assert type(gemm.body[3][4]) is GemmGradConv2d and type(native.body[3][4]) is nn.Conv2d
-    assert gemm_calls == [(32, 256, 3, 3)] * 3  # 3 updates; only the last convolution works on a small map
+    if low_res:  # 3 updates
+        assert gemm_calls == [(32, 256, 2, 2)] * 3
+        assert row_calls == [(32, 256, 5, 5)] * 6
+    else:
+        assert gemm_calls == [(32, 256, 3, 3)] * 3 and row_calls == []
     moved = [k for k, v in native.state_dict().items() if v.is_floating_point() and not torch.equal(v, start[k])]
-    assert "body.3.4.weight" in moved
+    assert "body.3.4.weight" in moved and "body.2.4.weight" in moved
     for key, value in native.state_dict().items():
         torch.testing.assert_close(gemm.state_dict()[key], value, rtol=1e-4, atol=1e-5, msg=key)
