@@ -16,27 +16,15 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import compare, quicktrain_job, ratios, spread, step_parser
+from harness import spread, step_parser
+from recipe_step import switch_ab
 
-from quicktrain.config import Config
 from quicktrain.techniques.conv_wgrad import MAX_PIXELS, ROW_MAX_PIXELS, gemm_weight_grad, row_gemm_weight_grad
-
-RECIPE_FILE = Path(__file__).resolve().parents[1] / "configs" / "speedrun_muon_cifar10.yaml"
-
-
-def recipe_overrides() -> dict:
-    """The Muon recipe's optimizer section and memory layout, read from its config file (so the
-    step measured is the recipe's as it stands, not a copy of it)."""
-    cfg = Config.load(RECIPE_FILE)
-    optim = {f"optim.{key}": value for key, value in asdict(cfg.optim).items()}
-    return {**optim, "techniques.channels_last": cfg.techniques.channels_last}
-
 
 # (map, in, out) at 32 px, then the maps of the 24 px epochs that differ
 SHAPES = [
@@ -83,23 +71,6 @@ def per_shape(batch: int, repeats: int) -> None:
         print(f"  {size:2d}x{size:<2d} {cin:3d}->{cout:3d}: {measured}; --gemm-wgrad uses {used}")
 
 
-def whole_step(args) -> None:
-    for label, low_res in (("32 px", None), ("24 px", 24)):
-        extra = {"data.low_res": low_res, "data.low_res_epochs": 10**6} if low_res else {}
-        sides = []
-        for name, on in (("native", False), ("gemm_wgrad", True)):
-            overrides = {**recipe_overrides(), **extra, "techniques.gemm_wgrad": on}
-            job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
-            job.state.resize.set_epoch(0)  # the harness's engine has no epoch handler: start the first epoch here
-            job.side.name = name
-            sides.append(job.side)
-        results = compare(sides, repeats=args.repeats)
-        print(f"{args.model}, the Muon recipe's step at {label}, batch {args.batch}, {args.steps} updates per trial:")
-        for name, ips in results.items():
-            print(f"  {name:10s} {spread(ips, ' img/s')}")
-        print(f"  gemm_wgrad / native throughput: {spread(ratios(results, 'gemm_wgrad', 'native'))}")
-
-
 def main() -> None:
     parser = step_parser(__doc__)
     parser.add_argument("--skip-shapes", action="store_true", help="only the whole-step comparison")
@@ -107,7 +78,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     if not args.skip_shapes:
         per_shape(args.batch, args.repeats)
-    whole_step(args)
+    switch_ab(args, "techniques.gemm_wgrad")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ from pathlib import Path
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conv_wgrad import recipe_overrides
 from harness import quicktrain_job, step_parser
+from recipe_step import recipe_overrides
 
 
 def main() -> None:

@@ -177,7 +177,7 @@ class TechniquesConfig:
     compile: bool = opt(False, "torch.compile the model (minutes of compilation on CPU)")
     gemm_wgrad: bool = opt(
         False,
-        "CPU: weight gradients of 3x3 convolutions on small maps (at most 4x4) as one matrix product instead of"
+        "CPU: weight gradients of 3x3 convolutions on small maps (at most 36 pixels) as matrix products instead of"
         " oneDNN's slow backward-weights pass; same gradients up to rounding; no effect on CUDA",
     )
 

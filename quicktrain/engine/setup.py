@@ -40,6 +40,7 @@ from quicktrain.techniques import (
     use_gemm_weight_grad,
 )
 from quicktrain.techniques.averaging import resolve_averaging
+from quicktrain.techniques.conv_wgrad import ROW_MAX_PIXELS
 from quicktrain.techniques.early_params import EarlyParams
 from quicktrain.techniques.micro_batch import Prober
 from quicktrain.techniques.resolution import ProgressiveResize
@@ -267,7 +268,7 @@ def describe(run: Run) -> list[str]:
         f"  pin_memory    {'on' if t.pinning.active else 'off'}"
         + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
         f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}"
-        + (f", GEMM weight gradients on maps up to 4x4 ({run.gemm_convs} convolutions)" if t.gemm_wgrad else "")
+        + (f", GEMM weight gradients on maps <= {ROW_MAX_PIXELS} px ({run.gemm_convs} convs)" if t.gemm_wgrad else "")
         + (
             f", tf32 {'on' if t.cuda.tf32 else 'off'}, cudnn.benchmark on, fused optimizer"
             if run.device.type == "cuda"
