@@ -5,7 +5,7 @@
    (one GEMM) and ``row_gemm_weight_grad`` (three GEMMs over shifted rows), interleaved, with
    each gradient's relative difference from a float32 reference.
 2. quicktrain's whole training step (the Ignite Engine running ``train_step``, the Muon recipe's
-   optimizer settings) without and with ``techniques.gemm_wgrad``, at full size and at the
+   settings read from its config file) without and with ``techniques.gemm_wgrad``, at full size and at the
    recipe's 24 px low-resolution epochs; ratios trial by trial.
 
     python benchmarks/conv_wgrad.py

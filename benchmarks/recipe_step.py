@@ -1,5 +1,5 @@
 """The Muon speedrun recipe's training step, for benchmarks of CPU step techniques
-(``conv_wgrad.py``, ``max_pool.py``, ``step_profile.py``)."""
+(``conv_wgrad.py``, ``step_profile.py``)."""
 
 from __future__ import annotations
 
@@ -25,24 +25,21 @@ def recipe_overrides() -> dict:
     }
 
 
-def switch_ab(args: argparse.Namespace, switch: str, base: dict | None = None) -> None:
+def switch_ab(args: argparse.Namespace, switch: str) -> None:
     """The recipe's whole step (the Ignite Engine running ``train_step``) with ``switch`` off and
-    on, at full size and at the recipe's 24 px epochs, interleaved; ratios trial by trial.
-    ``base``: overrides both sides share (other techniques)."""
+    on, at full size and at the recipe's 24 px epochs, interleaved; ratios trial by trial."""
     name = switch.rsplit(".", 1)[-1]
     for label, low_res in (("32 px", None), ("24 px", 24)):
         extra = {"data.low_res": low_res, "data.low_res_epochs": 10**6} if low_res else {}
         sides = []
         for side_name, on in (("off", False), (name, True)):
-            overrides = {**recipe_overrides(), **(base or {}), **extra, switch: on}
+            overrides = {**recipe_overrides(), **extra, switch: on}
             job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
             job.state.resize.set_epoch(0)  # the harness's engine has no epoch handler: start the first epoch here
             job.side.name = side_name
             sides.append(job.side)
         results = compare(sides, repeats=args.repeats)
-        shared = f", with {base}" if base else ""
-        per = f"batch {args.batch}, {args.steps} updates per trial"
-        print(f"{args.model}, the Muon recipe's step at {label}{shared}, {per}:")
+        print(f"{args.model}, the Muon recipe's step at {label}, batch {args.batch}, {args.steps} updates per trial:")
         for side_name, ips in results.items():
             print(f"  {side_name:12s} {spread(ips, ' img/s')}")
         print(f"  {name} on / off throughput: {spread(ratios(results, name, 'off'))}")

@@ -9,8 +9,8 @@ maps and 31 ms on 5x5 maps. Two matrix-product forms of the same gradient are fa
   every pixel costs more than the product saves from 5x5 up);
 - on maps of at most :data:`ROW_MAX_PIXELS` pixels, three GEMMs over the zero-padded input
   with only the three horizontal taps gathered (a 3x copy instead of 9x): each kernel row is
-  the same product over rows shifted by one image row (19 ms on 5x5 maps); from 7x7 up
-  oneDNN won (39 ms against 44).
+  the same product over rows shifted by one image row (16 ms on 5x5 maps); on 7x7 maps it was
+  level with oneDNN (38.5 against 39.2 ms), which keeps them and everything larger.
 
 ``benchmarks/conv_wgrad.py`` measures them per shape on the machine at hand.
 
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 MAX_PIXELS = 16  # 4x4: the one-GEMM form won at 3x3 and 2x2, was level at 5x5, lost from 7x7 up (two threads)
-ROW_MAX_PIXELS = 36  # 6x6: the three-GEMM form won at 5x5 (19 ms against 31), lost at 7x7 (44 against 39)
+ROW_MAX_PIXELS = 36  # 6x6: the three-GEMM form won at 5x5 (16 ms against 30), was level at 7x7 (38.5 / 39.2)
 
 
 def gemm_weight_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
