@@ -14,26 +14,32 @@ from quicktrain.config import Config
 RECIPE_FILE = Path(__file__).resolve().parents[1] / "configs" / "speedrun_muon_cifar10.yaml"
 
 
+# techniques keys the harness sets from the benchmark's own options (--amp, --batch): not the recipe's
+STEP_OPTIONS = {"techniques.amp", "techniques.micro_batch_size", "techniques.accum_steps"}
+
+
 def recipe_overrides() -> dict:
     """The recipe's optimizer and techniques sections, read from its config file (so the step
-    measured is the recipe's as it stands, not a copy of it)."""
+    measured is the recipe's as it stands, not a copy of it), less :data:`STEP_OPTIONS`."""
     cfg = Config.load(RECIPE_FILE)
-    return {
+    settings = {
         f"{section}.{key}": value
         for section in ("optim", "techniques")
         for key, value in asdict(getattr(cfg, section)).items()
     }
+    return {key: value for key, value in settings.items() if key not in STEP_OPTIONS}
 
 
 def switch_ab(args: argparse.Namespace, switch: str) -> None:
     """The recipe's whole step (the Ignite Engine running ``train_step``) with ``switch`` off and
     on, at full size and at the recipe's 24 px epochs, interleaved; ratios trial by trial."""
     name = switch.rsplit(".", 1)[-1]
+    recipe = recipe_overrides()
     for label, low_res in (("32 px", None), ("24 px", 24)):
         extra = {"data.low_res": low_res, "data.low_res_epochs": 10**6} if low_res else {}
         sides = []
         for side_name, on in (("off", False), (name, True)):
-            overrides = {**recipe_overrides(), **extra, switch: on}
+            overrides = {**recipe, **extra, switch: on}
             job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
             job.state.resize.set_epoch(0)  # the harness's engine has no epoch handler: start the first epoch here
             job.side.name = side_name
