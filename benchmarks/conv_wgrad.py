@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import spread, step_parser
 from recipe_step import switch_ab
 
-from quicktrain.techniques.conv_wgrad import MAX_PIXELS, ROW_MAX_PIXELS, gemm_weight_grad, row_gemm_weight_grad
+from quicktrain.techniques.conv_wgrad import gemm_weight_grad, row_gemm_weight_grad, weight_grad_form
 
 # (map, in, out) at 32 px, then the maps of the 24 px epochs that differ
 SHAPES = [
@@ -65,8 +65,8 @@ def per_shape(batch: int, repeats: int) -> None:
                 start = time.perf_counter()
                 sides[name]()
                 times[name].append((time.perf_counter() - start) * 1e3)
-        pixels = size * size
-        used = "GEMM" if pixels <= MAX_PIXELS else "row GEMMs" if pixels <= ROW_MAX_PIXELS else "oneDNN"
+        form = weight_grad_form(size * size)
+        used = {gemm_weight_grad: "GEMM", row_gemm_weight_grad: "row GEMMs", None: "oneDNN"}[form]
         measured = ", ".join(f"{n} {spread(t)} (rel. error {errors[n]:.1e})" for n, t in times.items())
         print(f"  {size:2d}x{size:<2d} {cin:3d}->{cout:3d}: {measured}; --gemm-wgrad uses {used}")
 

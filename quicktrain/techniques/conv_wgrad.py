@@ -23,6 +23,8 @@ input gradient always comes from oneDNN, which is fast for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -63,11 +65,14 @@ def row_gemm_weight_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tenso
     return out.view(3, o, 3, c).permute(1, 3, 0, 2)  # (O, C, ky, kx)
 
 
-def weight_grad(x: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
-    """The weight gradient by the form that wins on this map size (callers gate on ROW_MAX_PIXELS)."""
-    if x.shape[-1] * x.shape[-2] <= MAX_PIXELS:
-        return gemm_weight_grad(x, grad_out)
-    return row_gemm_weight_grad(x, grad_out)
+def weight_grad_form(pixels: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+    """The GEMM form that computes the weight gradient on a map of ``pixels`` pixels, or None
+    where oneDNN's pass is kept."""
+    if pixels <= MAX_PIXELS:
+        return gemm_weight_grad
+    if pixels <= ROW_MAX_PIXELS:
+        return row_gemm_weight_grad
+    return None
 
 
 class _GemmGradConv(torch.autograd.Function):
@@ -86,7 +91,7 @@ class _GemmGradConv(torch.autograd.Function):
                 grad_out, x, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False]
             )[0]
         if ctx.needs_input_grad[1]:
-            grad_w = weight_grad(x, grad_out).to(weight.dtype)
+            grad_w = weight_grad_form(x.shape[-1] * x.shape[-2])(x, grad_out).to(weight.dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad_out.sum((0, 2, 3))
         return grad_x, grad_w, grad_b
@@ -96,7 +101,7 @@ class GemmGradConv2d(nn.Conv2d):
     """An ``nn.Conv2d`` (3x3, stride 1, padding 1) whose weight gradient on small maps is a GEMM."""
 
     def _conv_forward(self, input, weight, bias):
-        small = input.shape[-1] * input.shape[-2] <= ROW_MAX_PIXELS
+        small = weight_grad_form(input.shape[-1] * input.shape[-2]) is not None
         if not (small and input.device.type == "cpu" and torch.is_grad_enabled() and weight.requires_grad):
             return super()._conv_forward(input, weight, bias)
         if torch.is_autocast_enabled("cpu"):  # cast as autocast would, then run the function outside it
