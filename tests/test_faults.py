@@ -126,6 +126,31 @@ def test_oom_at_micro_batch_1_gives_up_clearly(tmp_path: Path, monkeypatch) -> N
         train(tiny_config(tmp_path, **{"run.batch_size": 4}))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a real out-of-memory error needs a CUDA device")
+def test_a_real_cuda_oom_halves_the_micro_batch_and_the_run_finishes(tmp_path: Path) -> None:
+    """The allocator's own error, not a simulated one: the device capped below what one full
+    batch needs (measured first, uncapped), the run must halve and finish with the same updates."""
+    overrides = {"run.device": "cuda", "model.name": "resnet18", "run.batch_size": 96, "run.eval_batch_size": 8,
+                 "data.max_train_samples": 192}  # fmt: skip
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    free = train(tiny_config(tmp_path / "free", **overrides)).summary
+    peak = torch.cuda.max_memory_allocated() - base
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + peak // 2) / total)
+    try:
+        capped = train(tiny_config(tmp_path / "capped", **overrides)).summary
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+    assert free["oom_halvings"] == 0 and free["micro_batch_size_final"] == 96
+    assert capped["status"] == "completed" and capped["oom_halvings"] >= 1, (peak, capped)
+    assert capped["micro_batch_size_final"] == 96 >> capped["oom_halvings"]
+    assert capped["optimizer_updates"] == free["optimizer_updates"] == 2
+
+
 def test_nan_stops_by_default_naming_the_update_and_writes_no_bad_checkpoint(tmp_path: Path) -> None:
     cfg = tiny_config(tmp_path, **{"optim.lr": 1e6, "optim.schedule": "constant", "optim.optimizer": "sgd"})
     with pytest.raises(TrainingError, match=r"non-finite \(NaN/Inf\) loss at optimizer update \d+"):
