@@ -7,17 +7,11 @@ Example:
     (128, 1)
 """
 
-import os
-import sys
-
-# Large CPU tensors on 2 MB transparent huge pages (PyTorch's own allocator switch). Without it
-# glibc maps every activation buffer of tens of MB afresh on each step and the kernel spends a
-# third of the CPU time on page faults (benchmarks/thp_alloc.py measures the difference).
-# PyTorch reads it once, at its first allocation, so it only takes effect when quicktrain is
-# imported before torch (as in `quicktrain ...` and `python -m quicktrain`). Set
-# THP_MEM_ALLOC_ENABLE=0 to turn it off.
-if sys.platform.startswith("linux") and "torch" not in sys.modules:
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+# Transparent huge pages for large CPU tensors (PyTorch's THP_MEM_ALLOC_ENABLE=1) are left to the
+# user: quicktrain set them by default until they measured 1.15x faster on one machine and 0.80-0.95x
+# on another (benchmarks/thp_alloc.py, RESULTS.md "Transparent huge pages"), so PyTorch's default
+# allocator is kept. Set THP_MEM_ALLOC_ENABLE=1 before torch is imported to try them; each run's
+# env.json records the setting.
 
 __version__ = "0.1.0"
 

@@ -31,7 +31,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "thp_mem_alloc_enable": os.environ.get("THP_MEM_ALLOC_ENABLE"),  # set by quicktrain on Linux
+        "thp_mem_alloc_enable": os.environ.get("THP_MEM_ALLOC_ENABLE"),  # the user's, if any
         "device": str(device),
         "cuda": torch.version.cuda,
         "argv": sys.argv,
