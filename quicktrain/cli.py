@@ -188,6 +188,13 @@ def _add_inference_parsers(sub: Any) -> None:
         help="test-time augmentation instead of the run's own (off: 1 view, flip: 2, flip_translate: 6); "
         "the time it took is in evaluation.json",
     )
+    evaluate.add_argument(
+        "--tta-fraction",
+        type=float,
+        metavar="F",
+        help="the share of each batch, least confident first, that gets the TTA views instead of the run's own "
+        "(e.g. 0.2; 1: every image)",
+    )
     predict = _run_command(
         sub,
         "predict",
@@ -485,13 +492,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     loaded = load_run(args.run, args.weights, args.device)
     out = args.out or loaded.folder / f"evaluation-{dataset_slug(args.dataset)}"
-    report = evaluate_run(loaded, args.dataset, out, args.max_test_samples, tta=args.tta)
+    report = evaluate_run(
+        loaded, args.dataset, out, args.max_test_samples, tta=args.tta, tta_fraction=args.tta_fraction
+    )
     top5 = report["test_top5_accuracy"]
     print(
         f"{loaded.config.model.name} ({loaded.weights.name}) on {args.dataset}: {report['samples']} images, "
         f"accuracy {report['test_accuracy']:.4f}, macro-F1 {report['test_f1_macro']:.4f}"
         + (f", top-5 {top5:.4f}" if top5 is not None else "")
-        + f" (tta {report['tta']}, {report['eval_time_s']:.1f} s)"
+        + f" (tta {report['tta']} on {report['tta_fraction']:g} of the images, {report['eval_time_s']:.1f} s)"
     )
     print(f"written: {out / 'evaluation.json'}, {out / 'evaluation.md'}, {out / 'confusion.png'}")
     return 0

@@ -192,6 +192,12 @@ class RunConfig:
         "test-time augmentation: average the logits over the mirrored image (flip), and over the mirrored image"
         " shifted by a pixel both ways (flip_translate: 6 views); timed as *_eval_time_s",
     )
+    tta_fraction: float = opt(
+        1.0,
+        "with --tta: the share of each evaluation batch that gets the extra views, least confident first (by the"
+        " plain view's top softmax probability); the rest keep the plain prediction. 0.2: about a third of the"
+        " views of flip_translate",
+    )
     eval_every: int = opt(
         1, "evaluate every N epochs, and always after the last (evaluation is never timed as training)"
     )
@@ -571,6 +577,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"optim.lookahead={cfg.optim.lookahead} must be in (0, 1), e.g. 0.77, or null for off")
     if not 0.0 <= cfg.optim.label_smoothing < 1.0:
         raise ConfigError(f"optim.label_smoothing={cfg.optim.label_smoothing} must be in [0, 1)")
+    if not 0.0 < cfg.run.tta_fraction <= 1.0:
+        raise ConfigError(f"run.tta_fraction={cfg.run.tta_fraction} must be in (0, 1], e.g. 0.2, or 1 for every image")
     if cfg.run.target_accuracy is not None and not 0.0 < cfg.run.target_accuracy <= 1.0:
         raise ConfigError(
             f"run.target_accuracy={cfg.run.target_accuracy} must be a fraction in (0, 1], e.g. 0.9 for 90%"

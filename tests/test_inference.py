@@ -51,6 +51,17 @@ def test_evaluate_reproduces_the_runs_own_test_accuracy_exactly(run_folder, caps
     assert "accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_a_loaded_run_keeps_its_training_memory_format(tmp_path, channels_last):
+    cfg = tiny_config(tmp_path, **{"model.name": "test_resnet", "techniques.channels_last": channels_last})
+    train(cfg)
+    loaded = load_run(tmp_path)
+    kernels = [p for p in loaded.model.parameters() if p.dim() == 4 and p.shape[1] > 1 and p.shape[-1] > 1]
+    tensors = [*kernels, loaded.inputs(torch.zeros(2, 3, 32, 32))]  # the weights and a batch: one layout
+    assert kernels and all(t.is_contiguous(memory_format=torch.channels_last) == channels_last for t in tensors)
+    assert all(t.is_contiguous() != channels_last for t in tensors)
+
+
 def test_evaluate_with_another_tta_averages_the_mirrored_logits(run_folder, tmp_path):
     """The run trained without TTA; --tta flip scores the mean logits of each image and its mirror."""
     files = sorted((run_folder / "ds" / "test").rglob("*.png"))

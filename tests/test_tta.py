@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import tiny_config
 from torch import nn
 
-from quicktrain.engine.evaluate import TTA, mirrored, mirrored_shifted
+from quicktrain.config import Config
+from quicktrain.engine.evaluate import TTA, least_confident, mirrored, mirrored_shifted
 from quicktrain.engine.trainer import train
+from quicktrain.errors import ConfigError
 
 
 class TopLeft(nn.Module):
@@ -55,3 +58,55 @@ def test_runs_record_the_test_time_augmentation_and_its_time(tmp_path) -> None:
     assert set(TTA) == {"off", "flip", "flip_translate"}
     assert result.summary["tta"] == "flip_translate"
     assert result.summary["test_eval_time_s"] > 0 and result.history[-1]["test_eval_time_s"] > 0
+
+
+class Sizes(nn.Module):
+    """A linear head on the flattened image that records the batch size of every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.head = nn.Linear(3 * 6 * 6, 5)
+        self.sizes: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.sizes.append(len(x))
+        return self.head(x.flatten(1))
+
+
+def test_selective_tta_gives_the_least_confident_images_the_views_and_the_others_their_plain_logits() -> None:
+    torch.manual_seed(1)
+    model = Sizes()
+    x = torch.randn(8, 3, 6, 6)
+    with torch.no_grad():
+        plain = model(x)
+        full = mirrored_shifted(model, x)
+        model.sizes.clear()
+        out = least_confident(mirrored_shifted, 0.25)(model, x)
+    confidence = plain.softmax(dim=1).amax(dim=1)
+    unsure = set(confidence.argsort()[:2].tolist())  # the two least confident of 8
+    assert model.sizes == [8, 2, 2, 2, 2, 2]  # the plain view once for all, reused; 5 more views for two images
+    for i in range(8):
+        torch.testing.assert_close(out[i], full[i] if i in unsure else plain[i])
+    assert not torch.allclose(full[sorted(unsure)], plain[sorted(unsure)])  # the views did change them
+
+
+def test_selective_tta_on_every_image_is_the_full_tta() -> None:
+    torch.manual_seed(2)
+    model = Sizes()
+    x = torch.randn(5, 3, 6, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(least_confident(mirrored, 1.0)(model, x), mirrored(model, x))
+        assert least_confident(mirrored, 0.01)(model, x).shape == (5, 5)  # at least one image gets the views
+
+
+def test_runs_with_selective_tta_evaluate_and_record_it(tmp_path) -> None:
+    result = train(tiny_config(tmp_path, **{"run.tta": "flip_translate", "run.tta_fraction": 0.2}))
+    assert result.summary["status"] == "completed" and 0.0 <= result.history[-1]["test_accuracy"] <= 1.0
+    assert result.summary["tta"] == "flip_translate" and result.summary["tta_fraction"] == 0.2
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5])
+def test_tta_fraction_outside_0_1_is_refused_naming_the_value(bad) -> None:
+    with pytest.raises(ConfigError, match=f"run.tta_fraction={bad} must be in \\(0, 1\\]"):
+        Config.from_overrides({"run.tta_fraction": bad})

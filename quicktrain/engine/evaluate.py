@@ -4,6 +4,7 @@ optionally with test-time augmentation (the logits averaged over mirrored and sh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -27,25 +28,47 @@ class EvalResult:
     confusion: torch.Tensor | None = None  # (C, C) counts, rows = true class
 
 
-def mirrored(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Mean logits of the image and its left-right mirror."""
-    return 0.5 * (model(x) + model(x.flip(-1)))
+def plain(model: nn.Module, x: torch.Tensor, base: torch.Tensor | None = None) -> torch.Tensor:
+    return model(x) if base is None else base
 
 
-def mirrored_shifted(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def mirrored(model: nn.Module, x: torch.Tensor, base: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean logits of the image and its left-right mirror (``base``: the image's own logits, if
+    already computed)."""
+    return 0.5 * (plain(model, x, base) + model(x.flip(-1)))
+
+
+def mirrored_shifted(model: nn.Module, x: torch.Tensor, base: torch.Tensor | None = None) -> torch.Tensor:
     """Half the mirrored logits, half the mean of the mirrored logits of the image shifted by
     one pixel up-left and down-right (reflection padding): six views."""
     h, w = x.shape[-2:]
     padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
     shifted = [padded[..., :h, :w], padded[..., 2:, 2:]]
-    return 0.5 * mirrored(model, x) + 0.25 * sum(mirrored(model, s) for s in shifted)
-
-
-def plain(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return model(x)
+    return 0.5 * mirrored(model, x, base) + 0.25 * sum(mirrored(model, s) for s in shifted)
 
 
 TTA = {"off": plain, "flip": mirrored, "flip_translate": mirrored_shifted}
+
+
+def least_confident(
+    views: Callable[..., torch.Tensor], fraction: float
+) -> Callable[[nn.Module, torch.Tensor], torch.Tensor]:
+    """``views`` for the ``fraction`` of each batch whose plain prediction is least confident
+    (lowest top softmax probability); the plain logits for the others. The plain view is
+    computed once and reused inside ``views``."""
+
+    def logits_of(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        base = model(x)
+        k = min(len(x), math.ceil(fraction * len(x)))
+        if k == 0:
+            return base
+        confidence = base.float().softmax(dim=1).amax(dim=1)
+        pick = confidence.topk(k, largest=False).indices
+        out = base.float()  # a copy: the views' mean is written into it
+        out[pick] = views(model, x[pick], base[pick]).float()
+        return out
+
+    return logits_of
 
 
 @torch.no_grad()
@@ -57,13 +80,15 @@ def evaluate(
     num_classes: int,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     tta: str = "off",
+    tta_fraction: float = 1.0,
 ) -> EvalResult:
     """Loss, accuracy and macro-F1 over ``batches``; ``reduce`` sums the counts over
     data-parallel processes that each evaluated their shard; ``tta`` names a view-averaging
-    function of :data:`TTA`."""
+    function of :data:`TTA`, applied to the ``tta_fraction`` least confident images of each
+    batch (:func:`least_confident`; 1: every image)."""
     if tta not in TTA:
         raise ConfigError(f"tta {tta!r}: expected one of {', '.join(TTA)}")
-    logits_of = TTA[tta]
+    logits_of = TTA[tta] if tta == "off" or tta_fraction >= 1.0 else least_confident(TTA[tta], tta_fraction)
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), device=inputs.device, dtype=torch.float64)

@@ -257,6 +257,7 @@ class Loop:
                 self.run.arrays.num_classes,
                 reduce=self.dist.sum_,
                 tta=cfg.run.tta,
+                tta_fraction=cfg.run.tta_fraction,
             )
             scores.update({f"{split}_loss": result.loss, f"{split}_accuracy": result.accuracy})
             scores[f"{split}_f1_macro"] = result.f1_macro

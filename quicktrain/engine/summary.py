@@ -51,6 +51,7 @@ def build_summary(
         else None,
         "chance_accuracy": 1.0 / run.arrays.num_classes,
         "tta": cfg.run.tta,
+        "tta_fraction": cfg.run.tta_fraction,
         "muon_ns_dtype": getattr(run.state.optimizer, "ns_precision", None),
         "weight_averaging": f"lookahead {cfg.optim.lookahead}" if run.state.averaging.active else "off",
         "best_test_accuracy": max(test_scores, default=None),
