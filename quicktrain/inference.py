@@ -100,9 +100,9 @@ def evaluate_run(
     from quicktrain.engine.evaluate import evaluate
     from quicktrain.metrics import per_class
 
-    tta_fraction = loaded.config.run.tta_fraction if tta_fraction is None else tta_fraction
-    if not 0.0 < tta_fraction <= 1.0:
-        raise ConfigError(f"--tta-fraction {tta_fraction} must be in (0, 1], e.g. 0.2, or 1 for every image")
+    asked = {key: value for key, value in (("run.tta", tta), ("run.tta_fraction", tta_fraction)) if value is not None}
+    run = Config.from_overrides(asked, base=loaded.config).run  # checked as any config is
+    tta, tta_fraction = run.tta, run.tta_fraction
     data = DataConfig(
         dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=loaded.config.data.resolution,
         max_test_samples=max_samples, max_train_samples=1, cache_dir=loaded.config.data.cache_dir,
@@ -110,7 +110,6 @@ def evaluate_run(
     arrays = load_arrays(data, progress=False)
     if arrays.num_classes != len(loaded.classes):
         raise DataError(f"{dataset} has {arrays.num_classes} classes, the run's model {len(loaded.classes)}")
-    tta = tta or loaded.config.run.tta
     loader = make_loader(arrays.test, loaded.config.run.eval_batch_size, train=False, seed=0)
     start = time.perf_counter()
     result = evaluate(

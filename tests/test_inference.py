@@ -120,7 +120,7 @@ def test_exports_round_trip_within_tolerance(run_folder, tmp_path, fmt):
         (["predict", "{run}", "{empty}"], "no image files under"),
         (["evaluate", "{empty}", "--dataset", "sample"], "does not exist; give a run folder"),
         (["evaluate", "{run}/bad.pt", "--dataset", "sample"], "do not match model 'test_resnet'"),
-        (["evaluate", "{run}", "--dataset", "sample", "--tta-fraction", "0"], "--tta-fraction 0.0 must be in (0, 1]"),
+        (["evaluate", "{run}", "--dataset", "sample", "--tta-fraction", "0"], "run.tta_fraction=0.0 must be in (0, 1]"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(run_folder, tmp_path, capsys, argv, message):
