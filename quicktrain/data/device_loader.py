@@ -1,7 +1,8 @@
 """``--loader device``: the training split kept on the training device as one uint8 tensor.
 
 Shuffling, random crop and flip run there as batched tensor ops (one gather per batch), the
-optional cutout as one masked fill; no worker processes, no host-to-device copy per batch.
+optional cutout as one masked fill, the optional colour jitter as one multiply-add per batch;
+no worker processes, no host-to-device copy per batch.
 The order and the augmentation parameters are the DataLoader path's own
 (:class:`EpochBatches`, :class:`CropFlip` from (seed, epoch)), so for one seed both loaders
 yield identical batches.
@@ -16,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import PAD4_RANDOM_FLIP, PAD_MODES, AugmentSpec, CropFlip, cutout_mask
+from quicktrain.data.augment import PAD4_RANDOM_FLIP, PAD_MODES, AugmentSpec, CropFlip, cutout_mask, jitter_affine
 from quicktrain.data.loader import EpochBatches
 
 
@@ -61,18 +62,31 @@ class DeviceLoader:
         images = torch.from_numpy(split.images).to(device).permute(0, 3, 1, 2)  # (N, C, H, W) uint8
         self.padded = F.pad(images, (spec.pad,) * 4, mode=PAD_MODES[spec.fill]) if augment else images.contiguous()
         self.labels = torch.from_numpy(split.labels).to(device)
-        self._params: tuple[int, tuple[torch.Tensor, ...]] | None = None
+        self._params: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
 
-    def _epoch_params(self, epoch: int) -> tuple[torch.Tensor, ...]:
+    def _epoch_params(self, epoch: int) -> dict[str, torch.Tensor]:
         if self._params is None or self._params[0] != epoch:
-            p = CropFlip.draw(self.n, self.seed, epoch, self.spec)
-            parts = (p.dy, p.dx, p.flip) if p.centre is None else (p.dy, p.dx, p.flip, p.centre)
-            moved = tuple(torch.from_numpy(a).to(self.device) for a in parts)
-            self._params = (epoch, moved)
+            drawn = CropFlip.draw(self.n, self.seed, epoch, self.spec).arrays()
+            self._params = (epoch, {name: torch.from_numpy(a).to(self.device) for name, a in drawn.items()})
         return self._params[1]
+
+    def _augment(self, index: torch.Tensor, epoch: int) -> torch.Tensor:
+        p = {name: values[index] for name, values in self._epoch_params(epoch).items()}
+        x = crop_flip_tensor(self.padded, index, p["dy"], p["dx"], p["flip"], self.spec.pad)
+        if "centre" in p:
+            arange = functools.partial(torch.arange, device=self.device)
+            mask = cutout_mask(p["centre"], self.spec.cutout, *x.shape[-2:], arange)
+            x = x.masked_fill(mask[:, None], 0)
+        if "shift" in p:
+            a, d = jitter_affine(p["shift"], p["scale"], self.spec, self._per_channel)
+            x = (x.float() * a[:, :, None, None] + d[:, :, None, None]).round_().clamp_(0, 255).to(torch.uint8)
+        return x
+
+    def _per_channel(self, values: list[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.float32, device=self.device)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         batches = list(self.batch_sampler)  # this epoch's (rest of) batches, indices coded with the epoch
@@ -84,13 +98,4 @@ class DeviceLoader:
         epoch = batches[0][0] // self.n  # a batch never spans two epochs, nor does an iteration
         for coded in flat.split([len(batch) for batch in batches]):
             index = coded % self.n
-            if self.augment:
-                dy, dx, flip, *centre = self._epoch_params(epoch)
-                x = crop_flip_tensor(self.padded, index, dy[index], dx[index], flip[index], self.spec.pad)
-                if centre:
-                    arange = functools.partial(torch.arange, device=self.device)
-                    mask = cutout_mask(centre[0][index], self.spec.cutout, *x.shape[-2:], arange)
-                    x = x.masked_fill(mask[:, None], 0)
-            else:
-                x = self.padded[index]
-            yield x, self.labels[index]
+            yield (self._augment(index, epoch) if self.augment else self.padded[index]), self.labels[index]

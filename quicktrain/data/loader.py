@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from quicktrain.data.arrays import Split
-from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip, crop_flip, cutout
+from quicktrain.data.augment import PAD4_RANDOM_FLIP, AugmentSpec, CropFlip, color_jitter, crop_flip, cutout
 
 
 def epoch_seed(seed: int, epoch: int, stream: int) -> int:
@@ -56,6 +56,8 @@ class ArrayDataset(Dataset):
             images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx], self.spec.pad, self.spec.fill)
             if p.centre is not None:
                 images = cutout(images, p.centre[idx], self.spec.cutout)
+            if p.shift is not None:
+                images = color_jitter(images, p.shift[idx], p.scale[idx], self.spec)
         # HWC -> CHW; contiguous so pinning and the copy move one dense block
         x = torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
         return x, torch.from_numpy(self.split.labels[idx])
@@ -174,6 +176,6 @@ def order_fingerprint(n: int, seed: int, epochs: int, augment: bool, spec: Augme
         digest.update(np.asarray(epoch_order(n, seed, epoch), dtype=np.int64).tobytes())
         if augment:
             p = CropFlip.draw(n, seed, epoch, spec)
-            for part in (p.dy, p.dx, p.flip, *([] if p.centre is None else [p.centre])):
+            for part in p.arrays().values():
                 digest.update(np.ascontiguousarray(part).tobytes())
     return digest.hexdigest()[:16]

@@ -103,8 +103,19 @@ def _per_channel(values: list[float]) -> tuple[float, ...]:
     return tuple(values) * 3 if len(values) == 1 else tuple(values)  # one value: every channel
 
 
-def augment_spec(data: DataConfig) -> AugmentSpec:
-    return AugmentSpec(pad=data.crop_pad, flip=data.flip, cutout=data.cutout, fill=data.crop_fill)
+def augment_spec(data: DataConfig, normalization: Normalization | None = None) -> AugmentSpec:
+    """The training augmentation; ``normalization`` (the inputs' mean and std) is what colour jitter
+    works in, so a run passes it."""
+    stats = {} if normalization is None else {"mean": normalization.mean, "std": normalization.std}
+    return AugmentSpec(
+        pad=data.crop_pad,
+        flip=data.flip,
+        cutout=data.cutout,
+        fill=data.crop_fill,
+        brightness=data.brightness,
+        contrast=data.contrast,
+        **stats,
+    )
 
 
 def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
@@ -163,7 +174,7 @@ def build_run(
 
     acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
-    augment, spec = cfg.data.augment, augment_spec(cfg.data)
+    augment, spec = cfg.data.augment, augment_spec(cfg.data, normalization)
     if cfg.data.loader == "device":
         if arrays.train.streamed:
             raise ConfigError(
