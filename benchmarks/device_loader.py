@@ -6,6 +6,9 @@ memory and non_blocking copies on CUDA, ``--workers`` processes), the device sid
 uint8 tensor already there. Ratio = device / torch throughput.
 
     python benchmarks/device_loader.py --images 20000 --batch-size 512 --repeats 5
+
+``--jitter B C`` adds a third side, the device loader with colour jitter (``data.brightness`` B,
+``data.contrast`` C), and prints its cost: throughput with jitter / without.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import Side, compare, ratios, spread
 
+from quicktrain.data.augment import AugmentSpec
 from quicktrain.data.device_loader import DeviceLoader
 from quicktrain.data.loader import make_loader
 from quicktrain.data.synthetic import make_synthetic
@@ -32,6 +36,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--workers", type=int, default=0, help="DataLoader workers on the torch side")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--jitter", type=float, nargs=2, metavar=("BRIGHTNESS", "CONTRAST"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -47,13 +52,23 @@ def main() -> None:
         return len(split)
 
     sides = [Side("device", lambda: consume(resident), device), Side("torch", lambda: consume(host), device)]
+    if args.jitter:
+        spec = AugmentSpec(brightness=args.jitter[0], contrast=args.jitter[1])
+        jittered = DeviceLoader(split, args.batch_size, seed=0, device=device, spec=spec)
+        sides.append(Side("jitter", lambda: consume(jittered), device))
     results = compare(sides, repeats=args.repeats, warmup=1)
     r = ratios(results, "device", "torch")
     print(f"{device}: {args.images} images, batch {args.batch_size}, torch side pin={pin} workers={args.workers}")
     print(f"device loader {spread(results['device'])} img/s, DataLoader {spread(results['torch'])} img/s")
     print(f"ratio device / torch: {spread(r)}")
+    out = {**results, "ratio": r, "ratio_median": statistics.median(r)}
+    if args.jitter:
+        cost = ratios(results, "jitter", "device")
+        print(f"device loader with colour jitter {args.jitter}: {spread(results['jitter'])} img/s")
+        print(f"ratio with jitter / without: {spread(cost)}")
+        out |= {"jitter_ratio": cost, "jitter_ratio_median": statistics.median(cost)}
     if args.json:
-        args.json.write_text(json.dumps({**results, "ratio": r, "ratio_median": statistics.median(r)}, indent=2))
+        args.json.write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":
