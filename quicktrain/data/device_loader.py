@@ -1,7 +1,7 @@
 """``--loader device``: the training split kept on the training device as one uint8 tensor.
 
 Shuffling, random crop and flip run there as batched tensor ops (one gather per batch), the
-optional cutout as one masked fill, the optional colour jitter as one multiply-add per batch;
+optional cutout as one masked fill, the optional colour jitter as one affine map per batch;
 no worker processes, no host-to-device copy per batch.
 The order and the augmentation parameters are the DataLoader path's own
 (:class:`EpochBatches`, :class:`CropFlip` from (seed, epoch)), so for one seed both loaders
