@@ -10,18 +10,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path.cwd() / "benchmarks"))
-import torch
-from vs_airbench import airbench_on_cpu, bf16_net
-
 import airbench
+import torch
 from airbench.lib_airbench94 import CifarLoader, hyp, make_net94
+from vs_airbench import airbench_on_cpu, bf16_net
 
 work, epochs, repeats = Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 os.chdir(work)
 times = {"outside": [], "inside": []}
 with airbench_on_cpu():
     for trial in range(repeats):
-        for side in (("outside", "inside") if trial % 2 == 0 else ("inside", "outside")):
+        for side in ("outside", "inside") if trial % 2 == 0 else ("inside", "outside"):
             torch.manual_seed(trial)
             make_net = bf16_net(make_net94)
             opt = hyp["opt"]
