@@ -4,10 +4,12 @@ pixels, per-image draws from (seed, epoch), both loaders yielding the same bytes
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_config
 
 from quicktrain.cli import main
 from quicktrain.config import Config, ConfigError, DataConfig
@@ -15,6 +17,7 @@ from quicktrain.data.augment import AugmentSpec, CropFlip, color_jitter
 from quicktrain.data.device_loader import DeviceLoader
 from quicktrain.data.loader import make_loader, order_fingerprint
 from quicktrain.data.sources import load_arrays
+from quicktrain.engine.setup import build_run
 
 CPU = torch.device("cpu")
 SPEC = AugmentSpec(pad=2, brightness=0.14, contrast=0.13, mean=(0.5, 0.4, 0.3), std=(0.25, 0.2, 0.1))
@@ -73,6 +76,16 @@ def test_a_run_with_jitter_trains_on_other_inputs_and_says_so(tmp_path, capsys) 
     assert losses[0]["train_loss"] != losses[1]["train_loss"]  # the model saw other pixels
 
 
+@pytest.mark.parametrize("loader", ["device", "torch"])
+def test_a_run_jitters_in_its_own_normalisation(tmp_path, loader: str) -> None:
+    cfg = tiny_config(tmp_path, **{"data.brightness": 0.1, "data.contrast": 0.1, "data.loader": loader})
+    run = build_run(cfg, progress=False)
+    spec = run.train_loader.spec if loader == "device" else run.train_loader.dataset.spec
+    assert (spec.mean, spec.std) == (run.normalization.mean, run.normalization.std)
+    assert spec.mean != AugmentSpec().mean  # the training split's statistics, not the placeholder
+    assert (spec.brightness, spec.contrast) == (0.1, 0.1)
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
@@ -82,5 +95,5 @@ def test_a_run_with_jitter_trains_on_other_inputs_and_says_so(tmp_path, capsys) 
     ],
 )
 def test_bad_jitter_values_are_refused_naming_the_value(key: str, value: float, message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         Config.from_overrides({key: value})
