@@ -47,6 +47,10 @@ class AugmentSpec:
     def jitter(self) -> bool:
         return self.brightness > 0 or self.contrast > 0
 
+    def pixel_stats(self) -> tuple[np.ndarray, np.ndarray]:
+        """The jitter's mean and std per channel in 0..255 units, float32 (C,)."""
+        return tuple(np.asarray([255.0 * v for v in stat], dtype=np.float32) for stat in (self.mean, self.std))
+
     def describe(self) -> str:
         cutout = f", cutout {self.cutout} px" if self.cutout else ""
         jitter = f", colour jitter (brightness {self.brightness:g}, contrast {self.contrast:g})" if self.jitter else ""
@@ -132,17 +136,16 @@ def cutout(images: np.ndarray, centre: np.ndarray, size: int) -> np.ndarray:
     return np.where(cutout_mask(centre, size, h, w, np.arange)[..., None], np.uint8(0), images)
 
 
-def jitter_affine(shift: Any, scale: Any, spec: AugmentSpec, as_array: Callable[[Any], Any]) -> tuple[Any, Any]:
+def jitter_affine(shift: Any, scale: Any, mean: Any, std: Any) -> tuple[Any, Any]:
     """``(a, d)`` with ``jittered pixel = a * p + d`` in 0..255 units, the module doc's
-    ``mean + (p - mean + b * std) * c`` for ``b = shift``, ``c = scale`` ((B,) arrays or tensors):
-    ``a`` (B, 1), ``d`` (B, C). ``as_array`` turns the spec's per-channel tuples into the caller's
-    kind of array (numpy, or a tensor on the device)."""
-    mean, std = as_array([255.0 * m for m in spec.mean]), as_array([255.0 * s for s in spec.std])
+    ``mean + (p - mean + b * std) * c`` for ``b = shift``, ``c = scale`` ((B,) arrays or tensors)
+    and the per-channel ``mean``, ``std`` of :meth:`AugmentSpec.pixel_stats` (as the same kind of
+    array): ``a`` (B, 1), ``d`` (B, C). Operators only, so numpy and device tensors alike."""
     return scale[:, None], mean + (shift[:, None] * std - mean) * scale[:, None]
 
 
 def color_jitter(images: np.ndarray, shift: np.ndarray, scale: np.ndarray, spec: AugmentSpec) -> np.ndarray:
     """images (B, H, W, C) uint8 with each sample's brightness and contrast jittered (module doc)."""
-    a, d = jitter_affine(shift, scale, spec, lambda v: np.asarray(v, dtype=np.float32))
+    a, d = jitter_affine(shift, scale, *spec.pixel_stats())
     jittered = images.astype(np.float32) * a[:, None, None, :] + d[:, None, None, :]
     return np.clip(np.rint(jittered), 0, 255).astype(np.uint8)

@@ -63,6 +63,7 @@ class DeviceLoader:
         self.padded = F.pad(images, (spec.pad,) * 4, mode=PAD_MODES[spec.fill]) if augment else images.contiguous()
         self.labels = torch.from_numpy(split.labels).to(device)
         self._params: tuple[int, dict[str, torch.Tensor]] | None = None
+        self._pixel_stats = tuple(torch.from_numpy(a).to(device) for a in spec.pixel_stats())  # for colour jitter
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -81,12 +82,9 @@ class DeviceLoader:
             mask = cutout_mask(p["centre"], self.spec.cutout, *x.shape[-2:], arange)
             x = x.masked_fill(mask[:, None], 0)
         if "shift" in p:
-            a, d = jitter_affine(p["shift"], p["scale"], self.spec, self._per_channel)
+            a, d = jitter_affine(p["shift"], p["scale"], *self._pixel_stats)
             x = (x.float() * a[:, :, None, None] + d[:, :, None, None]).round_().clamp_(0, 255).to(torch.uint8)
         return x
-
-    def _per_channel(self, values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.float32, device=self.device)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         batches = list(self.batch_sampler)  # this epoch's (rest of) batches, indices coded with the epoch

@@ -62,9 +62,8 @@ def least_confident(
         k = min(len(x), math.ceil(fraction * len(x)))
         if k == 0:
             return base
-        confidence = base.float().softmax(dim=1).amax(dim=1)
-        pick = confidence.topk(k, largest=False).indices
-        out = base.float()  # a copy: the views' mean is written into it
+        out = base.float()  # the views' mean is written into it (base itself if already float32: not read after)
+        pick = out.softmax(dim=1).amax(dim=1).topk(k, largest=False).indices  # least confident first
         out[pick] = views(model, x[pick], base[pick]).float()
         return out
 
