@@ -85,8 +85,7 @@ def resolve_normalization(cfg: Config, arrays: Arrays) -> Normalization:
     """--mean/--std when given; ImageNet's for hub weights (they saw those statistics); else
     the training split's own, computed once and cached (a grayscale set gets grayscale ones)."""
     if cfg.data.mean is not None and cfg.data.std is not None:
-        widen = lambda v: tuple(v) * 3 if len(v) == 1 else tuple(v)  # noqa: E731 - one value: every channel
-        return Normalization(widen(cfg.data.mean), widen(cfg.data.std), "given")
+        return Normalization(_per_channel(cfg.data.mean), _per_channel(cfg.data.std), "given")
     if cfg.model.pretrained == "hub":
         return Normalization(IMAGENET_MEAN, IMAGENET_STD, "ImageNet (pretrained weights)")
     mean, std = cached_channel_stats(arrays.train.images, f"{arrays.name}|{arrays.source}", cfg.data.cache_dir)
