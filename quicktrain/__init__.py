@@ -8,10 +8,11 @@ Example:
 """
 
 # Transparent huge pages for large CPU tensors (PyTorch's THP_MEM_ALLOC_ENABLE=1) are left to the
-# user: quicktrain set them by default until they measured 1.15x faster on one machine and 0.80-0.95x
-# on another (benchmarks/thp_alloc.py, RESULTS.md "Transparent huge pages"), so PyTorch's default
-# allocator is kept. Set THP_MEM_ALLOC_ENABLE=1 before torch is imported to try them; each run's
-# env.json records the setting.
+# user: quicktrain set them by default until they measured 1.15x faster on one machine and 0.70-0.95x
+# on another (benchmarks/host_allocator.py, once thp_alloc.py; RESULTS.md "Transparent huge pages"),
+# so PyTorch's default allocator is kept. Set THP_MEM_ALLOC_ENABLE=1 before torch is imported to try
+# them; each run's env.json records the setting. What does pay on a CPU is keeping freed memory
+# for the next step: techniques.cpu_allocator=retain (quicktrain/techniques/host_memory.py).
 
 __version__ = "0.1.0"
 

@@ -190,6 +190,12 @@ class TechniquesConfig:
         "CPU: weight gradients of 3x3 convolutions on small maps (at most 36 pixels) as matrix products instead of"
         " oneDNN's slow backward-weights pass; same gradients up to rounding; no effect on CUDA",
     )
+    cpu_allocator: Literal["system", "retain"] = opt(
+        "system",
+        "CPU under glibc: retain keeps freed memory in the process for the next step instead of returning it to"
+        " the kernel and page-faulting it back every update (same arithmetic; the process keeps its peak"
+        " memory); system: glibc's defaults; no effect on CUDA",
+    )
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from quicktrain.models import ModelEntry, check_model, create_model, load_weight
 from quicktrain.techniques import (
     Accumulation,
     Distributed,
+    HostAllocator,
     Techniques,
     maybe_compile,
     plan_epoch,
@@ -142,6 +143,7 @@ def build_run(
     distributed = resolve_distributed(cfg.run.device)
     device = resolve_device(cfg.run.device, distributed.local_rank if distributed.active else None)
     techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
+    techniques.host_allocator.apply()  # before the data and the model allocate
     if not distributed.is_main:
         logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
     entry = check_model(cfg.model.name) if model is None else None
@@ -284,7 +286,8 @@ def describe(run: Run) -> list[str]:
             if run.device.type == "cuda"
             else (", tf32 asked for but CUDA-only (no effect)" if t.cuda.tf32_requested else "")
         )
-        + (", gemm_wgrad asked for but CPU-only (no effect)" if cfg.techniques.gemm_wgrad and not t.gemm_wgrad else ""),
+        + (", gemm_wgrad asked for but CPU-only (no effect)" if cfg.techniques.gemm_wgrad and not t.gemm_wgrad else "")
+        + _allocator_note(t.host_allocator),
         f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (
@@ -338,3 +341,9 @@ def _last_window(run: Run) -> str:
     if sum(last) == acc.batch_size:
         return ""
     return f" (each epoch's last: {sum(last)} samples in {len(last)} micro-batch{'es' if len(last) > 1 else ''})"
+
+
+def _allocator_note(allocator: HostAllocator) -> str:
+    if allocator.active:
+        return ", freed memory retained (glibc)"
+    return f", cpu_allocator=retain asked for but {allocator.note} (no effect)" if allocator.note else ""

@@ -11,6 +11,7 @@ from quicktrain.techniques.accumulation import Accumulation, micro_weights, plan
 from quicktrain.techniques.conv_wgrad import use_gemm_weight_grad
 from quicktrain.techniques.cuda_switches import CudaSwitches, resolve_cuda_switches
 from quicktrain.techniques.distributed import Distributed, resolve_distributed
+from quicktrain.techniques.host_memory import HostAllocator, resolve_host_allocator
 from quicktrain.techniques.layout import maybe_compile, memory_format, unwrap
 from quicktrain.techniques.pinning import Pinning, resolve_pinning
 from quicktrain.techniques.precision import Precision, cpu_supports_bf16, resolve_precision
@@ -26,6 +27,7 @@ class Techniques:
     gemm_wgrad: bool = False  # CPU only: resolved off on CUDA
     distributed: Distributed = field(default_factory=Distributed)
     cuda: CudaSwitches = field(default_factory=lambda: CudaSwitches(False, False, False, False))
+    host_allocator: HostAllocator = field(default_factory=lambda: HostAllocator("system", False))
 
     def describe(self) -> dict[str, object]:
         """What was derived, for the start-up banner and the run record."""
@@ -44,6 +46,7 @@ class Techniques:
             "gemm_wgrad": self.gemm_wgrad,
             "world_size": self.distributed.world,
             **self.cuda.describe(),
+            **self.host_allocator.describe(),
         }
 
 
@@ -62,6 +65,7 @@ def resolve_techniques(cfg: Config, device: torch.device, distributed: Distribut
         gemm_wgrad=t.gemm_wgrad and device.type == "cpu",
         distributed=distributed,
         cuda=resolve_cuda_switches(t.tf32, device),
+        host_allocator=resolve_host_allocator(t.cpu_allocator, device),
     )
 
 
@@ -69,6 +73,7 @@ __all__ = [
     "Accumulation",
     "CudaSwitches",
     "Distributed",
+    "HostAllocator",
     "Pinning",
     "Precision",
     "Techniques",
