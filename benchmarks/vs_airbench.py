@@ -11,7 +11,9 @@ test-time augmentation).
   first evaluation at or above airbench's median accuracy + that evaluation's TTA time.
 - On a GPU airbench runs as published (fp16, CUDA events). On a CPU its CUDA calls are
   redirected to the CPU and its forward runs under bf16 autocast (``--device cpu``): the
-  closest CPU analogue of its fp16 GPU recipe.
+  closest CPU analogue of its fp16 GPU recipe. ``--airbench-allocator retain`` runs it with glibc
+  keeping freed memory, as quicktrain's ``--cpu-allocator retain`` does: what that setting alone is
+  worth to airbench (not how airbench is published).
 - Each seed is a pair (airbench, then quicktrain, back to back on one machine), saved to
   ``WORK/pairs/sN.json`` with the machine it ran on as soon as both sides finish. A rerun with
   the same settings, commit and hardware (CPU model and count, GPU) keeps the saved pairs and
@@ -212,7 +214,10 @@ def settings(args: argparse.Namespace) -> dict:
     where = machine(args.device)  # the ratio differs between CPU models: pairs from two are not pooled
     hardware = f"{where['cpu']} x{where['cpu_count']}" + (f", {where['gpu']}" if "gpu" in where else "")
     fixed = {"data": str(Path(args.data).resolve()), "config_sha256": recipe, "commit": commit(), "hardware": hardware}
-    return fixed | {key: getattr(args, key) for key in keys}
+    chosen = {key: getattr(args, key) for key in keys}
+    if args.airbench_allocator != "system":  # only when asked: pairs saved before the option stay comparable
+        chosen["airbench_allocator"] = args.airbench_allocator
+    return fixed | chosen
 
 
 def git(*command: str) -> str:
@@ -288,6 +293,13 @@ def main() -> None:
         default="",
         help="more flags/overrides for quicktrain's side, e.g. '--optimizer muon --low-res 24 --low-res-epochs 3'",
     )
+    parser.add_argument(
+        "--airbench-allocator",
+        default="system",
+        choices=["system", "retain"],
+        help="CPU: run airbench94 with glibc told to keep freed memory, as quicktrain's --cpu-allocator retain does "
+        "(a reading of what the allocator alone is worth; airbench as published runs with glibc's default)",
+    )
     parser.add_argument("--fresh", action="store_true", help="run every seed's pair again, even those saved in --work")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -299,6 +311,12 @@ def main() -> None:
     }
     if any(pair is None for pair in saved.values()):
         write_airbench_data(args.data, args.work, args.max_train_samples)
+    if args.airbench_allocator == "retain":  # this process runs airbench; quicktrain's runs are processes of their own
+        from quicktrain.techniques.host_memory import resolve_host_allocator
+
+        allocator = resolve_host_allocator("retain", torch.device(args.device))
+        if not allocator.apply():
+            raise SystemExit(f"vs_airbench: --airbench-allocator retain: {allocator.note or 'glibc refused'}")
     if args.device == "cuda" and any(pair is None for pair in saved.values()):
         warm_airbench(args.work)
     pairs = []
