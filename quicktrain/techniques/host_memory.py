@@ -4,12 +4,12 @@ glibc serves every allocation above its mmap threshold (128 KB to 32 MB) with fr
 the kernel and hands them back on ``free``. A CPU training step allocates its activations and
 gradients (hundreds of MB at batch 1024) anew every update, so every update page-faults through
 all of them again and the kernel zeroes each 4 KB page: on a 2-core Xeon about a quarter of the
-speedrun recipe's step (benchmarks/host_allocator.py: 1.34x faster without it). ``retain`` tells glibc (``mallopt``) to serve large
-blocks from its heap and never to trim it, so a freed block is reused by the next step with its
-pages already in place. The arithmetic is unchanged; the cost is that the process keeps its peak
-memory until it exits. Process-wide and one-way (as ``cudnn.benchmark`` is): applied once when a
-run is built, and only when the run trains on a CPU under glibc; elsewhere it does nothing and
-the record says so.
+speedrun recipe's step (benchmarks/host_allocator.py: 1.34x faster without the faults). ``retain``
+tells glibc (``mallopt``) to serve large blocks from its heap and never to trim it, so a freed
+block is reused by the next step with its pages already in place. The arithmetic is unchanged;
+the cost is that the process keeps its peak memory until it exits. Process-wide and one-way (as
+``cudnn.benchmark`` is): applied once when a run is built, and only when the run trains on a CPU
+under glibc; elsewhere it does nothing and the record says so.
 """
 
 from __future__ import annotations
