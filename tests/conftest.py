@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,19 @@ from quicktrain.techniques.precision import Precision
 
 REPO = Path(__file__).resolve().parents[1]
 CIFAR10_JPEG = REPO.parent / "shared" / "datasets" / "cifar10-jpeg"
+
+
+@pytest.fixture
+def quicktrain_log(caplog: pytest.LogCaptureFixture):
+    """``caplog`` for the "quicktrain" logger at INFO, which the CLI's logging set-up may have
+    stopped propagating to caplog's root handler."""
+    logger = logging.getLogger("quicktrain")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="quicktrain"):
+            yield caplog
+    finally:
+        logger.removeHandler(caplog.handler)
 
 
 @pytest.fixture(autouse=True)

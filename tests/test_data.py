@@ -1,6 +1,5 @@
 """Datasets in their real on-disk formats, augmentation by hand, loader order and seeding."""
 
-import logging
 import os
 import pickle
 import shutil
@@ -105,7 +104,7 @@ def test_imagefolder_decodes_labels_and_caches(tmp_path, monkeypatch):
     np.testing.assert_array_equal(again.train.images, arrays.train.images)
 
 
-def test_a_damaged_cache_file_is_reported_once_and_rebuilt(tmp_path, monkeypatch, caplog):
+def test_a_damaged_cache_file_is_reported_once_and_rebuilt(tmp_path, monkeypatch, quicktrain_log):
     _write_folder(tmp_path / "ds")
     cache = tmp_path / "cache"
     cfg = DataConfig(dataset=f"imagefolder:{tmp_path / 'ds'}", cache_dir=str(cache))
@@ -114,14 +113,10 @@ def test_a_damaged_cache_file_is_reported_once_and_rebuilt(tmp_path, monkeypatch
     assert files
     for f in files:  # a copy cut short: the zip directory at the end is gone
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    logger = logging.getLogger("quicktrain")
-    logger.addHandler(caplog.handler)
-    try:
-        again = load_arrays(cfg, progress=False)
-    finally:
-        logger.removeHandler(caplog.handler)
+    quicktrain_log.clear()
+    again = load_arrays(cfg, progress=False)
     np.testing.assert_array_equal(again.train.images, first.train.images)
-    damaged = sorted({r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()})
+    damaged = sorted({r.getMessage() for r in quicktrain_log.records if "is damaged" in r.getMessage()})
     assert len(damaged) == len(files) and all("rebuilding it" in m for m in damaged)  # once per file
     # rebuilt: the next load reads the cache without decoding or warning
     monkeypatch.setattr(imagefolder, "decode_image", lambda *a: pytest.fail("decoded again"))

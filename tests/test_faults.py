@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import subprocess
 import sys
@@ -83,18 +82,14 @@ def test_sigterm_checkpoints_and_exits_0_with_the_resume_hint(tmp_path: Path) ->
     assert ckpt["counters"]["num_updates"] == summary["optimizer_updates"] >= 5  # the summary is the checkpoint
 
 
-def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path, caplog) -> None:
+def test_a_truncated_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path, quicktrain_log) -> None:
     train(tiny_config(tmp_path, **{"run.epochs": 2, "run.keep_checkpoints": 3}))
     first, second = list_checkpoints(tmp_path / "checkpoints")
     second.write_bytes(second.read_bytes()[:1000])  # a crash mid-write on a filesystem without atomic rename
-    logger = logging.getLogger("quicktrain")  # the CLI may have stopped it propagating to caplog's root handler
-    logger.addHandler(caplog.handler)
-    try:
-        path, ckpt = find_resume("auto", tmp_path)
-    finally:
-        logger.removeHandler(caplog.handler)
+    quicktrain_log.clear()
+    path, ckpt = find_resume("auto", tmp_path)
     assert path == first and ckpt["position"] == {"epoch": 1, "batch": 0}
-    assert "corrupt" in caplog.text and second.name in caplog.text
+    assert "corrupt" in quicktrain_log.text and second.name in quicktrain_log.text
     with pytest.raises(ConfigError, match="corrupt"):
         find_resume(str(second), tmp_path)
 

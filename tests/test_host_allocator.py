@@ -4,7 +4,6 @@ and allocated again does not page-fault back in."""
 
 from __future__ import annotations
 
-import logging
 import platform
 import subprocess
 import sys
@@ -58,15 +57,14 @@ def test_apply_turns_off_mmap_and_trimming(fake_libc):
     assert fake_libc.calls == []
 
 
-def test_a_refusal_is_said_not_hidden(monkeypatch, caplog):
+def test_a_refusal_is_said_not_hidden(monkeypatch, quicktrain_log):
     libc = FakeLibc(answer=0)
     monkeypatch.setattr(host_memory, "_glibc", lambda: libc)
-    with caplog.at_level(logging.WARNING, logger="quicktrain"):
-        assert resolve_host_allocator("retain", torch.device("cpu")).apply() is False
-    assert "refused" in caplog.text
+    assert resolve_host_allocator("retain", torch.device("cpu")).apply() is False
+    assert "refused" in quicktrain_log.text
 
 
-def test_a_run_applies_it_before_loading_and_records_it(tmp_path, fake_libc, monkeypatch, caplog):
+def test_a_run_applies_it_before_loading_and_records_it(tmp_path, fake_libc, monkeypatch, quicktrain_log):
     """Through ``train``: set before the data loads, in the record and the banner; the
     arithmetic is the allocator's business only (the same loss as a ``system`` run)."""
     import quicktrain.engine.setup as setup
@@ -82,14 +80,13 @@ def test_a_run_applies_it_before_loading_and_records_it(tmp_path, fake_libc, mon
     losses = {}
     for mode in ("system", "retain"):
         torch.manual_seed(0)
-        with caplog.at_level(logging.INFO, logger="quicktrain"):
-            result = train(tiny_config(tmp_path / mode, **{"techniques.cpu_allocator": mode}))
+        result = train(tiny_config(tmp_path / mode, **{"techniques.cpu_allocator": mode}))
         assert result.summary["cpu_allocator"] == mode
         assert result.summary["cpu_allocator_active"] is (mode == "retain")
         losses[mode] = result.summary["test_loss"]
     assert seen_at_load == [0, 2]  # the retain run's two mallopt calls came before its data
     assert losses["retain"] == losses["system"]
-    assert "freed memory retained (glibc)" in caplog.text
+    assert "freed memory retained (glibc)" in quicktrain_log.text
 
 
 CHILD = textwrap.dedent(
