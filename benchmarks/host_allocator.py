@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import spread
+from harness import spread, step_parser
 
 SIDES = {
     "system": ({"techniques.cpu_allocator": "system"}, {}),
@@ -34,20 +34,15 @@ SIDES = {
 }
 
 CHILD = """
-import json, os, statistics, sys, time
+import argparse, json, os, statistics, sys
 sys.path.insert(0, sys.argv[1])
-from harness import quicktrain_job, timed
-from recipe_step import recipe_overrides
-model, amp = sys.argv[2], sys.argv[3]
-batch, steps, trials, low_res = (int(a) for a in sys.argv[4:8])
-overrides = {**recipe_overrides(), **json.loads(sys.argv[8])}
-if low_res:
-    overrides |= {"data.low_res": low_res, "data.low_res_epochs": 10**6}
-job = quicktrain_job(model, amp, batch, steps, overrides=overrides)
-job.state.resize.set_epoch(0)
+from harness import timed
+from recipe_step import recipe_job
+args = argparse.Namespace(**json.loads(sys.argv[2]))
+job = recipe_job(args, args.low_res, **json.loads(sys.argv[3]))
 job.side.run()  # warm-up: oneDNN primitives, the allocator's first pages
 t0 = os.times()
-ips = [timed(job.side) for _ in range(trials)]
+ips = [timed(job.side) for _ in range(args.trials)]
 t1 = os.times()
 cpu = {"user_s": t1.user - t0.user, "sys_s": t1.system - t0.system}
 print(json.dumps({"images_per_s": statistics.median(ips), "trials": ips, **cpu}))
@@ -56,21 +51,16 @@ print(json.dumps({"images_per_s": statistics.median(ips), "trials": ips, **cpu})
 
 def measure(side: str, args: argparse.Namespace) -> dict:
     overrides, env = SIDES[side]
-    here = str(Path(__file__).resolve().parent)
-    cmd = [sys.executable, "-c", CHILD, here, args.model, args.amp, str(args.batch), str(args.steps),
-           str(args.trials), str(args.low_res or 0), json.dumps(overrides)]  # fmt: skip
+    step = {key: getattr(args, key) for key in ("model", "amp", "batch", "steps", "trials", "low_res")}
+    cmd = [sys.executable, "-c", CHILD, str(Path(__file__).resolve().parent), json.dumps(step), json.dumps(overrides)]
     out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="speedrun_net")
-    parser.add_argument("--amp", default="auto")
-    parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=3, help="updates per trial")
+    parser = step_parser(__doc__)  # --model, --amp, --batch, --steps; --repeats counts processes per side here
+    parser.set_defaults(batch=1024, repeats=3)
     parser.add_argument("--trials", type=int, default=2, help="timed trials per process")
-    parser.add_argument("--repeats", type=int, default=3, help="processes per side")
     parser.add_argument("--low-res", type=int, default=None, help="the step of a progressive-resizing epoch")
     parser.add_argument("--sides", default="system,retain,thp", help=f"comma-separated, from {', '.join(SIDES)}")
     parser.add_argument("--json", type=Path)

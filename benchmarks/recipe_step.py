@@ -1,5 +1,5 @@
 """The Muon speedrun recipe's training step, for benchmarks of CPU step techniques
-(``conv_wgrad.py``, ``step_profile.py``)."""
+(``conv_wgrad.py``, ``step_profile.py``, ``host_allocator.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import compare, quicktrain_job, ratios, spread
+from harness import QuicktrainJob, compare, quicktrain_job, ratios, spread
 
 from quicktrain.config import Config
 
@@ -30,18 +30,26 @@ def recipe_overrides() -> dict:
     return {key: value for key, value in settings.items() if key not in STEP_OPTIONS}
 
 
+def recipe_job(args: argparse.Namespace, low_res: int | None = None, **overrides) -> QuicktrainJob:
+    """The recipe's step (:func:`recipe_overrides` plus ``overrides``, dotted keys) from
+    ``step_parser``'s options, at full size or, with ``low_res``, at a progressive-resizing
+    epoch's size; its first epoch started (the harness's engine has no epoch handler)."""
+    settings = {**recipe_overrides(), **overrides}
+    if low_res:
+        settings |= {"data.low_res": low_res, "data.low_res_epochs": 10**6}
+    job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=settings)
+    job.state.resize.set_epoch(0)
+    return job
+
+
 def switch_ab(args: argparse.Namespace, switch: str) -> None:
     """The recipe's whole step (the Ignite Engine running ``train_step``) with ``switch`` off and
     on, at full size and at the recipe's 24 px epochs, interleaved; ratios trial by trial."""
     name = switch.rsplit(".", 1)[-1]
-    recipe = recipe_overrides()
     for label, low_res in (("32 px", None), ("24 px", 24)):
-        extra = {"data.low_res": low_res, "data.low_res_epochs": 10**6} if low_res else {}
         sides = []
         for side_name, on in (("off", False), (name, True)):
-            overrides = {**recipe, **extra, switch: on}
-            job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
-            job.state.resize.set_epoch(0)  # the harness's engine has no epoch handler: start the first epoch here
+            job = recipe_job(args, low_res, **{switch: on})
             job.side.name = side_name
             sides.append(job.side)
         results = compare(sides, repeats=args.repeats)

@@ -16,8 +16,8 @@ from pathlib import Path
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import quicktrain_job, step_parser
-from recipe_step import recipe_overrides
+from harness import step_parser
+from recipe_step import recipe_job
 
 
 def main() -> None:
@@ -26,11 +26,7 @@ def main() -> None:
     parser.add_argument("--gemm-wgrad", action="store_true", help="with techniques.gemm_wgrad")
     parser.add_argument("--rows", type=int, default=25)
     args = parser.parse_args()
-    overrides = {**recipe_overrides(), "techniques.gemm_wgrad": args.gemm_wgrad}
-    if args.low_res:
-        overrides |= {"data.low_res": args.low_res, "data.low_res_epochs": 10**6}
-    job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=overrides)
-    job.state.resize.set_epoch(0)
+    job = recipe_job(args, args.low_res, **{"techniques.gemm_wgrad": args.gemm_wgrad})
     job.side.run()  # warm-up: oneDNN primitives, allocator
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         job.side.run()
