@@ -1,7 +1,7 @@
 """Do GEMM weight gradients (``--gemm-wgrad``) pay on this machine?
 
 1. Per convolution shape of speedrun_net (batch 512, bf16, channels-last): oneDNN's
-   backward-weights pass against :func:`quicktrain.techniques.conv_wgrad.gemm_weight_grad`
+   backward-weights pass against :func:`quicktrain.techniques.cpu.conv_wgrad.gemm_weight_grad`
    (one GEMM) and ``row_gemm_weight_grad`` (three GEMMs over shifted rows), interleaved, with
    each gradient's relative difference from a float32 reference.
 2. quicktrain's whole training step (the Ignite Engine running ``train_step``, the Muon recipe's
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import spread, step_parser
 from recipe_step import switch_ab
 
-from quicktrain.techniques.conv_wgrad import gemm_weight_grad, row_gemm_weight_grad, weight_grad_form
+from quicktrain.techniques.cpu.conv_wgrad import gemm_weight_grad, row_gemm_weight_grad, weight_grad_form
 
 # (map, in, out) at 32 px, then the maps of the 24 px epochs that differ
 SHAPES = [

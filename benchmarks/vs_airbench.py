@@ -312,7 +312,7 @@ def main() -> None:
     if any(pair is None for pair in saved.values()):
         write_airbench_data(args.data, args.work, args.max_train_samples)
     if args.airbench_allocator == "retain":  # this process runs airbench; quicktrain's runs are processes of their own
-        from quicktrain.techniques.host_memory import resolve_host_allocator
+        from quicktrain.techniques.cpu.allocator import resolve_host_allocator
 
         allocator = resolve_host_allocator("retain", torch.device(args.device))
         if not allocator.apply():

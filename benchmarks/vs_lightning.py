@@ -99,7 +99,7 @@ def lightning_side(model: torch.nn.Module, start: dict, batches: list, accum: in
 def sides_for(model: str, amp: str, batch: int, accum: int, steps: int) -> list[Side]:
     job = quicktrain_job(model, amp, batch, steps, accum, lr=LR)
     twin = copy.deepcopy(job.state.model)
-    return [job.side, lightning_side(twin, job.start, job.batches, accum, job.state.precision.name, job.side.device)]
+    return [job.side, lightning_side(twin, job.start, job.batches, accum, job.state.precision.mode, job.side.device)]
 
 
 def profile_sides(sides: list[Side], top: int = 12) -> None:

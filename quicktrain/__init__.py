@@ -3,8 +3,8 @@
 Example:
     >>> import quicktrain
     >>> cfg = quicktrain.Config.from_overrides({"model.name": "test_vit", "run.epochs": 1})
-    >>> cfg.accumulation()
-    (128, 1)
+    >>> cfg.model.name, cfg.run.batch_size
+    ('test_vit', 128)
 """
 
 # Transparent huge pages for large CPU tensors (PyTorch's THP_MEM_ALLOC_ENABLE=1) are left to the
@@ -12,7 +12,7 @@ Example:
 # on another (benchmarks/host_allocator.py, once thp_alloc.py; RESULTS.md "Transparent huge pages"),
 # so PyTorch's default allocator is kept. Set THP_MEM_ALLOC_ENABLE=1 before torch is imported to try
 # them; each run's env.json records the setting. What does pay on a CPU is keeping freed memory
-# for the next step: techniques.cpu_allocator=retain (quicktrain/techniques/host_memory.py).
+# for the next step: techniques.cpu_allocator=retain (quicktrain/techniques/cpu/allocator.py).
 
 __version__ = "0.1.0"
 

@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_ablate_parser(sub: Any) -> None:
-    from quicktrain.records import STUDY_TECHNIQUES, TECHNIQUES
+    from quicktrain.techniques.registry import arm_names, study_names
 
     ablate = sub.add_parser(
         "ablate",
@@ -146,8 +146,8 @@ def _add_ablate_parser(sub: Any) -> None:
     )
     ablate.add_argument(
         "--techniques",
-        default=",".join(STUDY_TECHNIQUES),
-        help=f"comma-separated, from {', '.join(TECHNIQUES)} [default: {','.join(STUDY_TECHNIQUES)}]. amp: the "
+        default=",".join(study_names()),
+        help=f"comma-separated, from {', '.join(arm_names())} [default: {','.join(study_names())}]. amp: the "
         "best precision for the hardware (bf16 on CPU); ga: --accum-steps micro-batches per update",
     )
     ablate.add_argument(
@@ -291,6 +291,8 @@ def _add_tune_parser(sub: Any) -> None:
 
 
 def _add_autotune_parser(sub: Any) -> None:
+    from quicktrain.techniques.registry import specs
+
     autotune = sub.add_parser(
         "autotune",
         help="time AMP, channels-last, compile and loader choices on this machine; write the fastest as a config",
@@ -310,11 +312,11 @@ def _add_autotune_parser(sub: Any) -> None:
         "--tolerance", type=float, default=0.03, help="ties within this fraction keep the simpler [0.03]"
     )
     autotune.add_argument("--with-compile", action="store_true", help="also try torch.compile on a CPU (minutes each)")
+    tunable = ",".join(s.name for s in specs() if s.tune is not None)
     autotune.add_argument(
         "--switches",
-        default="amp,channels_last,compile,loader,tf32",
-        help="which switches to combine (the others stay as in the base config's defaults) "
-        "[amp,channels_last,compile,loader,tf32]",
+        default=tunable,
+        help=f"which techniques to combine (the others stay at their plain value) [{tunable}]",
     )
     _add_job_options(autotune, "candidate", skip=())
 

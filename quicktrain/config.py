@@ -6,8 +6,8 @@ Resolution order: the defaults below (the offline quick start), then a YAML pres
 
 Example:
     >>> cfg = Config.from_overrides({"optim.lr": 0.05, "run.epochs": 2})
-    >>> cfg.optim.lr, cfg.accumulation()
-    (0.05, (128, 1))
+    >>> cfg.optim.lr, cfg.run.epochs
+    (0.05, 2)
 """
 
 from __future__ import annotations
@@ -272,17 +272,6 @@ class Config:
     def __post_init__(self) -> None:
         _validate(self)
 
-    # ---- derived values -------------------------------------------------------------
-    def accumulation(self, world: int = 1) -> tuple[int, int]:
-        """(micro_batch_size, accum_steps) of one process, from the effective (global) batch
-        size shared by ``world`` data-parallel processes."""
-        if self.run.batch_size % world:
-            raise ConfigError(
-                f"run.batch_size={self.run.batch_size} is the global batch and must divide evenly over "
-                f"{world} processes; use a multiple of {world}"
-            )
-        return _split_batch(self.run.batch_size // world, self.techniques.micro_batch_size, self.techniques.accum_steps)
-
     # ---- construction ---------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Config:
@@ -488,34 +477,28 @@ def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
 
 
 # ---- combinations -------------------------------------------------------------------
-def _split_batch(batch: int, micro: int | str | None, accum: int | None) -> tuple[int, int]:
+def _check_split(batch: int, micro: int | str | None, accum: int | None) -> None:
+    """Refuse a micro-batch / accumulation pair that cannot split ``batch`` (the split itself is
+    derived by the accumulation technique)."""
     if micro == "auto":
         if accum is not None:
             raise ConfigError("techniques.micro_batch_size=auto chooses the accumulation steps; do not set accum_steps")
-        return batch, 1  # until the run measures what fits (engine/setup.py)
-    if micro is None and accum is None:
-        return batch, 1
-    if micro is not None and accum is not None:
+    elif micro is not None and accum is not None:
         if micro * accum != batch:
             raise ConfigError(
                 f"techniques.micro_batch_size={micro} x techniques.accum_steps={accum} "
                 f"= {micro * accum}, but run.batch_size={batch}; set one of them, not both"
             )
-        return micro, accum
-    if micro is not None:
-        if batch % micro:
-            raise ConfigError(
-                f"run.batch_size={batch} is not divisible by techniques.micro_batch_size={micro}; "
-                f"accepted micro-batch sizes divide it, e.g. {_divisors(batch)}"
-            )
-        return micro, batch // micro
-    assert accum is not None
-    if batch % accum:
+    elif micro is not None and batch % micro:
+        raise ConfigError(
+            f"run.batch_size={batch} is not divisible by techniques.micro_batch_size={micro}; "
+            f"accepted micro-batch sizes divide it, e.g. {_divisors(batch)}"
+        )
+    elif accum is not None and batch % accum:
         raise ConfigError(
             f"run.batch_size={batch} is not divisible by techniques.accum_steps={accum}; "
             f"accepted accumulation steps divide it, e.g. {_divisors(batch)}"
         )
-    return batch // accum, accum
 
 
 def _number(value: int | str | None) -> int | None:
@@ -604,4 +587,4 @@ def _validate(cfg: Config) -> None:
         )
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.run.device):
         raise ConfigError(f"run.device='{cfg.run.device}' is not accepted; use auto, cpu, cuda or cuda:N")
-    cfg.accumulation()  # raises on an impossible split
+    _check_split(cfg.run.batch_size, cfg.techniques.micro_batch_size, cfg.techniques.accum_steps)

@@ -1,5 +1,6 @@
 """The run-record format, torch-free: what a run folder holds, the names of its files and
-fields, the technique names and slugs that reports group by, and the writer the engine uses.
+fields, the slugs that reports group by (technique names come from
+:mod:`quicktrain.techniques.registry`), and the writer the engine uses.
 The engine, experiments and reporting all read it from here; nothing here imports torch.
 
 A run record is a folder that describes a run completely, readable without quicktrain:
@@ -26,10 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from quicktrain.atomic import atomic_write_text
-
-TECHNIQUES = ("amp", "ga", "pin", "channels_last", "compile", "tf32")  # what an ablation can switch
-STUDY_TECHNIQUES = ("amp", "ga", "pin")  # the three the study combined
-BASELINE = "baseline"  # the combination with none of them
+from quicktrain.techniques.registry import BASELINE as BASELINE  # the arm names reports group by
+from quicktrain.techniques.registry import technique_arm as technique_arm
 
 
 def dataset_slug(dataset: str) -> str:
@@ -55,23 +54,6 @@ def model_slug(model: str) -> str:
     if target != "timm":
         target = target.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py").rsplit(".", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{target}-{function}")
-
-
-def technique_arm(summary: dict[str, Any]) -> str:
-    """The combination a run used, from what its summary says was active.
-
-    >>> technique_arm({"amp": "bf16", "accum_steps": 4})
-    'amp+ga'
-    """
-    on = {
-        "amp": summary.get("amp") not in (None, "off"),
-        "ga": (summary.get("accum_steps") or 1) > 1,
-        "pin": bool(summary.get("pin_memory")),
-        "channels_last": bool(summary.get("channels_last")),
-        "compile": bool(summary.get("compile")),
-        "tf32": bool(summary.get("tf32")),
-    }
-    return "+".join(t for t in TECHNIQUES if on[t]) or BASELINE
 
 
 METRIC_FIELDS = (

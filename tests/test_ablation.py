@@ -14,6 +14,7 @@ from quicktrain.errors import ConfigError
 from quicktrain.experiments.ablation import AblationSpec, run_ablation
 from quicktrain.experiments.grid import arms, parse_switch, parse_techniques, plan, technique_overrides
 from quicktrain.records import dataset_slug
+from quicktrain.techniques.accumulation import resolve as resolve_accumulation
 
 TINY = {
     "data.dataset": "synthetic",
@@ -44,7 +45,7 @@ def test_only_techniques_under_test_change() -> None:
     assert {k for k in on if on[k] != off[k]} == {"techniques.accum_steps"}
     base = Config.from_overrides({"run.batch_size": 64})
     cfg_off, cfg_on = (Config.from_overrides(o, base) for o in (off, on))
-    assert cfg_off.accumulation() == (64, 1) and cfg_on.accumulation() == (16, 4)  # same effective batch
+    assert split(cfg_off) == (64, 1) and split(cfg_on) == (16, 4)  # same effective batch
 
 
 def test_plan_interleaves_repeats_with_one_seed_each() -> None:
@@ -193,3 +194,8 @@ def test_a_switch_not_under_test_is_an_error(capsys: pytest.CaptureFixture, tmp_
     argv = ["ablate", "--techniques", "amp", "--switch", "muon=optim.optimizer=muon", "--out", str(tmp_path / "a")]
     assert main(argv) == 2
     assert "--switch muon is defined but not named in --techniques" in capsys.readouterr().err
+
+
+def split(cfg) -> tuple[int, int]:
+    """(micro-batch size, accumulation steps) the accumulation technique derives from ``cfg``."""
+    return resolve_accumulation(cfg).split

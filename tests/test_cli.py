@@ -9,6 +9,7 @@ import yaml
 
 from quicktrain.cli import main
 from quicktrain.config import Config
+from quicktrain.techniques.accumulation import resolve as resolve_accumulation
 
 TINY = [
     "--model",
@@ -132,7 +133,7 @@ def test_table_of_an_empty_history():
 def test_print_config_shows_the_resolved_tree(capsys):
     assert main(["train", "--lr", "0.3", "techniques.accum_steps=4", "--print-config"]) == 0
     cfg = Config.from_dict(yaml.safe_load(capsys.readouterr().out))
-    assert cfg.optim.lr == 0.3 and cfg.accumulation() == (32, 4)
+    assert cfg.optim.lr == 0.3 and split(cfg) == (32, 4)
 
 
 def test_flags_override_the_preset(tmp_path, capsys):
@@ -224,3 +225,8 @@ def test_resume_with_another_model_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "model.name was 'test_resnet' there, now 'test_vit'" in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in out.rglob("*")) == before  # the record is untouched
+
+
+def split(cfg) -> tuple[int, int]:
+    """(micro-batch size, accumulation steps) the accumulation technique derives from ``cfg``."""
+    return resolve_accumulation(cfg).split

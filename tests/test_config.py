@@ -4,6 +4,7 @@ import pytest
 
 from quicktrain.config import Config, known_keys, load_yaml, parse_override
 from quicktrain.errors import ConfigError
+from quicktrain.techniques.accumulation import resolve as resolve_accumulation
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -11,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_defaults_are_the_offline_quickstart():
     cfg = Config()
     assert cfg.data.dataset == "sample"
-    assert cfg.accumulation() == (cfg.run.batch_size, 1)
+    assert split(cfg) == (cfg.run.batch_size, 1)
 
 
 def test_quickstart_preset_equals_the_defaults():
@@ -24,15 +25,15 @@ def test_every_preset_loads(preset):
 
 
 @pytest.mark.parametrize(
-    ("overrides", "split"),
+    ("overrides", "expected"),
     [
         ({"run.batch_size": 128, "techniques.micro_batch_size": 32}, (32, 4)),
         ({"run.batch_size": 128, "techniques.accum_steps": 8}, (16, 8)),
         ({"run.batch_size": 96, "techniques.micro_batch_size": 24, "techniques.accum_steps": 4}, (24, 4)),
     ],
 )
-def test_accumulation_is_derived_from_the_effective_batch(overrides, split):
-    assert Config.from_overrides(overrides).accumulation() == split
+def test_accumulation_is_derived_from_the_effective_batch(overrides, expected):
+    assert split(Config.from_overrides(overrides)) == expected
 
 
 @pytest.mark.parametrize(
@@ -111,3 +112,8 @@ def test_every_key_has_one_help_text_that_the_cli_shows(capsys):
     shown = " ".join(capsys.readouterr().out.split())  # argparse re-wraps lines
     for key in ("run.max_time", "optim.schedule", "data.loader"):
         assert " ".join(option_help(key).split()) in shown, key
+
+
+def split(cfg) -> tuple[int, int]:
+    """(micro-batch size, accumulation steps) the accumulation technique derives from ``cfg``."""
+    return resolve_accumulation(cfg).split

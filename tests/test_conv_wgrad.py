@@ -8,10 +8,10 @@ import torch
 from conftest import tiny_config
 from torch import nn
 
-import quicktrain.techniques.conv_wgrad as conv_wgrad
+import quicktrain.techniques.cpu.conv_wgrad as conv_wgrad
 from quicktrain.engine import train
 from quicktrain.models.speedrun import SpeedrunNet
-from quicktrain.techniques.conv_wgrad import GemmGradConv2d, use_gemm_weight_grad
+from quicktrain.techniques.cpu.conv_wgrad import GemmGradConv2d, use_gemm_weight_grad
 
 
 def _pair(bias: bool) -> tuple[nn.Module, nn.Module]:

@@ -14,8 +14,8 @@ import torch
 from conftest import tiny_config
 
 from quicktrain.engine import train
-from quicktrain.techniques import host_memory
-from quicktrain.techniques.host_memory import M_MMAP_MAX, M_TRIM_THRESHOLD, NEVER_TRIM, resolve_host_allocator
+from quicktrain.techniques.cpu import allocator as host_memory
+from quicktrain.techniques.cpu.allocator import M_MMAP_MAX, M_TRIM_THRESHOLD, NEVER_TRIM, resolve_host_allocator
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -92,7 +92,7 @@ def test_a_run_applies_it_before_loading_and_records_it(tmp_path, fake_libc, mon
 CHILD = textwrap.dedent(
     """
     import resource, sys, torch
-    from quicktrain.techniques.host_memory import resolve_host_allocator
+    from quicktrain.techniques.cpu.allocator import resolve_host_allocator
     if sys.argv[1] == "retain":
         assert resolve_host_allocator("retain", torch.device("cpu")).apply()
     def faults_of_a_fresh_block():

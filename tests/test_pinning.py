@@ -18,7 +18,7 @@ def test_pinning_on_cpu_does_nothing_and_says_why():
     assert asked.requested and not asked.active
     assert "no effect" in asked.note
     not_asked = resolve_pinning(False, torch.device("cpu"))
-    assert not not_asked.requested and not not_asked.active and not_asked.note is None
+    assert not not_asked.requested and not not_asked.active and not_asked.note == ""
 
 
 def test_a_pin_request_on_cpu_builds_unpinned_loaders_and_blocking_copies(tmp_path):
@@ -56,7 +56,7 @@ def test_input_pipeline_delivers_normalised_batches_to_its_device():
 def test_pinned_loader_and_non_blocking_copy_on_cuda():
     device = torch.device("cuda")
     pin = resolve_pinning(True, device)
-    assert pin.active and pin.note is None
+    assert pin.active and pin.note == ""
     split = make_synthetic(num_train=16, num_test=1).train
     loader = make_loader(split, batch_size=8, train=True, seed=0, pin=True)
     batch = next(iter(loader))

@@ -22,7 +22,7 @@ def test_fp16_on_cpu_is_a_clear_error():
 
 def test_auto_on_cpu_picks_bf16_when_the_cpu_has_it():
     p = resolve_precision("auto", CPU)
-    assert p.name == ("bf16" if cpu_supports_bf16() else "off")
+    assert p.mode == ("bf16" if cpu_supports_bf16() else "off")
     assert not p.needs_scaler and not p.make_scaler().is_enabled()
 
 

@@ -199,3 +199,16 @@ def test_eval_every_skips_evaluations_but_always_evaluates_the_last_epoch(tmp_pa
     result = train(tiny_config(tmp_path, **{"run.epochs": 3, "run.eval_every": 2}))
     assert ["test_accuracy" in row for row in result.history] == [False, True, True]
     assert result.summary["test_accuracy"] == result.history[-1]["test_accuracy"]
+
+
+def test_importing_quicktrain_leaves_the_process_warning_filters_alone():
+    """The scheduler-order warning is silenced around quicktrain's own scheduler step only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings, quicktrain.engine, quicktrain.engine.step, quicktrain.cli; "
+        "print(any(f[1] is not None and 'lr_scheduler' in f[1].pattern for f in warnings.filters))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -5,7 +5,6 @@ Everything that can reject the user's input happens here, before any file is wri
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 from dataclasses import dataclass, field
@@ -29,22 +28,12 @@ from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import ModelEntry, check_model, create_model, load_weights
-from quicktrain.techniques import (
-    Accumulation,
-    Distributed,
-    HostAllocator,
-    Techniques,
-    maybe_compile,
-    plan_epoch,
-    resolve_distributed,
-    resolve_techniques,
-    use_gemm_weight_grad,
-)
+from quicktrain.techniques.accumulation import plan_epoch
 from quicktrain.techniques.averaging import resolve_averaging
-from quicktrain.techniques.conv_wgrad import ROW_MAX_PIXELS
+from quicktrain.techniques.distributed import Distributed, resolve_distributed
 from quicktrain.techniques.early_params import EarlyParams
-from quicktrain.techniques.micro_batch import Prober
 from quicktrain.techniques.resolution import ProgressiveResize
+from quicktrain.techniques.resolve import Techniques, resolve_techniques
 
 
 @dataclass
@@ -62,7 +51,6 @@ class Run:
     num_params: int
     model_note: str | None = None  # how the net was adapted to the image size, for the banner
     normalization: Normalization | None = None
-    gemm_convs: int = 0  # convolutions whose small-map weight gradient is a GEMM (techniques.gemm_wgrad)
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
     # an interrupted run reports, so time and work always cover the same epochs
     completed: Counters = field(default_factory=Counters)
@@ -143,7 +131,23 @@ def build_run(
     distributed = resolve_distributed(cfg.run.device)
     device = resolve_device(cfg.run.device, distributed.local_rank if distributed.active else None)
     techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
-    techniques.host_allocator.apply()  # before the data and the model allocate
+    techniques.apply_process()  # before the data and the model allocate; train() restores it
+    try:
+        return _build(cfg, progress, model, data, device, distributed, techniques)
+    except BaseException:
+        techniques.restore_process()
+        raise
+
+
+def _build(
+    cfg: Config,
+    progress: bool,
+    model: nn.Module | None,
+    data: tuple[Any, Any] | None,
+    device: torch.device,
+    distributed: Distributed,
+    techniques: Techniques,
+) -> Run:
     if not distributed.is_main:
         logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
     entry = check_model(cfg.model.name) if model is None else None
@@ -154,8 +158,7 @@ def build_run(
         model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
     elif cfg.model.pretrained is not None:
         load_weights(model, cfg.model.pretrained)  # a local state dict into the given module
-    model = model.to(device, memory_format=techniques.memory_format)
-    gemm_convs = use_gemm_weight_grad(model) if techniques.gemm_wgrad else 0
+    model = techniques.prepare_model(model.to(device))
     num_params = sum(p.numel() for p in model.parameters())
     pin = techniques.pinning.active
     normalization = resolve_normalization(cfg, arrays)
@@ -170,8 +173,7 @@ def build_run(
     if hasattr(model, "init_from_data"):  # data-dependent initialisation (speedrun_net's whitening)
         sample = torch.from_numpy(arrays.train.images[:5000]).permute(0, 3, 1, 2).to(device)
         model.init_from_data(inputs(sample))
-    if cfg.techniques.micro_batch_size == "auto":
-        techniques = _auto_micro_batch(techniques, model, image_size, arrays.num_classes, device)
+    techniques = techniques.settle(model, image_size, arrays.num_classes, device)
 
     acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
@@ -188,15 +190,14 @@ def build_run(
             arrays.train, cfg.run.batch_size, True, seed, workers, pin, augment, rank, world, spec
         )
     updates_per_epoch = len(train_loader)
-    techniques.cuda.apply()
     if distributed.active and cfg.optim.early_params is not None:
         raise ConfigError("optim.early_params is not supported under torchrun (DDP fixes what trains when it wraps)")
     early = EarlyParams.select(model, cfg.optim.early_params, cfg.optim.early_epochs)  # trainable before the groups
-    optimizer = build_optimizer(model, cfg.optim, fused=techniques.cuda.fused_optimizer)
+    optimizer = build_optimizer(model, cfg.optim, **techniques.optimizer_options())
     total_updates = updates_per_epoch * cfg.run.epochs
     scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
     state = TrainState(
-        model=distributed.wrap(maybe_compile(model, techniques.compile), device),
+        model=distributed.wrap(techniques.wrap_model(model), device),
         optimizer=optimizer,
         scheduler=scheduler,
         scaler=techniques.precision.make_scaler(),
@@ -225,20 +226,7 @@ def build_run(
         num_params=num_params,
         model_note=_model_note(entry, image_size),
         normalization=normalization,
-        gemm_convs=gemm_convs,
     )
-
-
-def _auto_micro_batch(
-    techniques: Techniques, model: nn.Module, image_size: int, num_classes: int, device: torch.device
-) -> Techniques:
-    batch = techniques.accumulation.batch_size
-    micro, how = Prober(model, techniques.precision, image_size, num_classes, device).choose(batch)
-    logging.getLogger("quicktrain").info(
-        f"auto micro-batch: {micro} ({batch // micro} accumulation step{'s' if batch > micro else ''} "
-        f"for {batch} per update; {how})"
-    )
-    return dataclasses.replace(techniques, accumulation=Accumulation(batch, micro, batch // micro))
 
 
 def _eval_loader(split: Split | None, cfg: Config, pin: bool, dist: Distributed) -> DataLoader | None:
@@ -260,7 +248,6 @@ def _split_sizes(arrays: Arrays) -> str:
 def describe(run: Run) -> list[str]:
     """The start-up banner: what was asked for and what was derived from it."""
     cfg, t, acc = run.config, run.techniques, run.techniques.accumulation
-    prec = t.precision
     lines = [
         f"quicktrain: {cfg.model.name} ({run.num_params / 1e6:.2f}M params) on {run.arrays.name}: "
         f"{_split_sizes(run.arrays)} images, "
@@ -275,19 +262,7 @@ def describe(run: Run) -> list[str]:
         + (" per process" if t.distributed.active else ""),
         f"  updates       {run.updates_per_epoch} per epoch x {cfg.run.epochs} epochs = "
         f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates" + _last_window(run),
-        f"  amp           {prec.name} (asked: {cfg.techniques.amp}), "
-        f"grad scaler {'on' if prec.needs_scaler else 'off'}",
-        f"  pin_memory    {'on' if t.pinning.active else 'off'}"
-        + (f" (asked for, but {t.pinning.note}; recorded as pin_memory_active=false)" if t.pinning.note else ""),
-        f"  channels_last {'on' if cfg.techniques.channels_last else 'off'}, compile {'on' if t.compile else 'off'}"
-        + (f", GEMM weight gradients on maps <= {ROW_MAX_PIXELS} px ({run.gemm_convs} convs)" if t.gemm_wgrad else "")
-        + (
-            f", tf32 {'on' if t.cuda.tf32 else 'off'}, cudnn.benchmark on, fused optimizer"
-            if run.device.type == "cuda"
-            else (", tf32 asked for but CUDA-only (no effect)" if t.cuda.tf32_requested else "")
-        )
-        + (", gemm_wgrad asked for but CPU-only (no effect)" if cfg.techniques.gemm_wgrad and not t.gemm_wgrad else "")
-        + _allocator_note(t.host_allocator),
+        *t.banner_lines(),
         f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (
@@ -341,9 +316,3 @@ def _last_window(run: Run) -> str:
     if sum(last) == acc.batch_size:
         return ""
     return f" (each epoch's last: {sum(last)} samples in {len(last)} micro-batch{'es' if len(last) > 1 else ''})"
-
-
-def _allocator_note(allocator: HostAllocator) -> str:
-    if allocator.active:
-        return ", freed memory retained (glibc)"
-    return f", cpu_allocator=retain asked for but {allocator.note} (no effect)" if allocator.note else ""

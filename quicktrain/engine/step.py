@@ -20,7 +20,8 @@ from quicktrain.techniques.accumulation import micro_weights, split_sizes
 
 # An update the fp16 GradScaler skipped still steps the schedule (deciding otherwise would need a
 # device sync every update); PyTorch then warns that the scheduler stepped before the optimizer.
-warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")
+# Silenced around that one call only: the filters of the process that imports quicktrain stay its own.
+_SCHEDULER_ORDER = r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`"
 
 
 def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> StepMetrics:
@@ -64,7 +65,9 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
         # schedules count optimizer updates, never micro-batches; an update the fp16 scaler
         # skipped advances it too (as in timm and Lightning): knowing that on the host would
         # cost a device sync every update
-        state.scheduler.step()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_SCHEDULER_ORDER)
+            state.scheduler.step()
 
     state.counters.num_updates += 1
     state.counters.samples += window

@@ -33,6 +33,8 @@ def build_summary(
         "model": cfg.model.name,
         "dataset": run.arrays.name,
         **described,
+        # what was built, not what was asked: Muon has no fused kernel even on CUDA
+        "optimizer_impl": "fused" if run.state.optimizer.defaults.get("fused") else "default",
         "epochs": cfg.run.epochs,
         "epochs_completed": counters.epoch,
         "optimizer_updates": counters.num_updates,

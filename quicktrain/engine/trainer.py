@@ -144,6 +144,7 @@ def train(
         del loop
         gc.collect()
         run.techniques.distributed.close()
+        run.techniques.restore_process()  # TF32, cudnn.benchmark: the caller's process as it was
     return RunResult(folder, summary, history, main)
 
 

@@ -1,8 +1,9 @@
 """``quicktrain autotune``: time each combination of speed switches on this machine, keep the fastest.
 
-Candidates: AMP off / bf16 (where the hardware computes it natively) / fp16 (CUDA),
-channels-last off/on, the DataLoader or the device-resident loader, and torch.compile off/on
-(on a CPU only with ``--with-compile``: each compile costs minutes), and TF32 on CUDA. Each
+Candidates: every combination of the values the registered techniques offer for this device
+(:mod:`quicktrain.techniques.registry`): AMP off / bf16 (where the hardware computes it natively) /
+fp16 (CUDA), channels-last off/on, the DataLoader or the device-resident loader, torch.compile
+off/on (on a CPU only with ``--with-compile``: each compile costs minutes), and TF32 on CUDA. Each
 candidate builds the real model and training step, runs a few untimed warm-up updates on
 generated images of the run's size, then is timed over a few updates, several times,
 interleaved with the plain reference; only the reference and one candidate are built at once. Every
@@ -27,65 +28,62 @@ import torch
 from quicktrain.atomic import atomic_write_text
 from quicktrain.config import Config
 from quicktrain.errors import ConfigError
-from quicktrain.techniques.precision import cpu_supports_bf16
+from quicktrain.techniques.registry import Spec, spec, specs
 
 log = logging.getLogger("quicktrain")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Candidate:
-    amp: str = "off"
-    channels_last: bool = False
-    compile: bool = False
-    loader: str = "torch"
-    tf32: bool = False
+    """One combination of technique values, e.g. ``Candidate(amp="bf16", channels_last=True)``;
+    techniques not named stay at their plain value (the registry's ``off``)."""
+
+    choices: tuple[tuple[str, Any], ...]  # (technique, value) of those not at their plain value
+
+    def __init__(self, **values: Any) -> None:
+        chosen = tuple((s.name, values[s.name]) for s in tunable() if s.name in values and values[s.name] != s.off)
+        unknown = sorted(set(values) - {s.name for s in tunable()})
+        if unknown:
+            raise ConfigError(f"unknown autotune switch '{unknown[0]}'; accepted: {', '.join(switch_names())}")
+        object.__setattr__(self, "choices", chosen)
+
+    def get(self, name: str) -> Any:
+        """The value this candidate gives technique ``name``."""
+        return dict(self.choices).get(name, spec(name).off)
 
     @property
     def switches(self) -> int:
         """How many things this candidate turns on (fewer = simpler)."""
-        return (self.amp != "off") + self.channels_last + self.compile + (self.loader != "torch") + self.tf32
+        return len(self.choices)
 
     @property
     def name(self) -> str:
-        on = [f"amp={self.amp}"] if self.amp != "off" else []
-        on += [n for n, v in (("channels_last", self.channels_last), ("compile", self.compile)) if v]
-        on += ["loader=device"] if self.loader == "device" else []
-        on += ["tf32"] if self.tf32 else []
-        return "+".join(on) or "plain"
+        return "+".join(n if v is True else f"{n}={v}" for n, v in self.choices) or "plain"
 
     def overrides(self) -> dict[str, Any]:
-        return {
-            "techniques.amp": self.amp,
-            "techniques.channels_last": self.channels_last,
-            "techniques.compile": self.compile,
-            "data.loader": self.loader,
-            "techniques.tf32": self.tf32,
-        }
+        values = dict(self.choices)
+        return {s.key: values.get(s.name, s.off) for s in tunable()}
 
 
-SWITCHES = ("amp", "channels_last", "compile", "loader", "tf32")
+def tunable() -> list[Spec]:
+    """The registered techniques autotune can time (those with values to try)."""
+    return [s for s in specs() if s.tune is not None]
 
 
-def candidates(device: torch.device, with_compile: bool, switches: tuple[str, ...] = SWITCHES) -> list[Candidate]:
-    """Every combination of the ``switches`` this device has; the others stay off/default."""
-    unknown = sorted(set(switches) - set(SWITCHES))
+def switch_names() -> tuple[str, ...]:
+    return tuple(s.name for s in tunable())
+
+
+def candidates(device: torch.device, with_compile: bool, switches: tuple[str, ...] | None = None) -> list[Candidate]:
+    """Every combination of the ``switches`` this device has (default: every tunable technique);
+    the others stay at their plain value."""
+    names = switch_names()
+    switches = names if switches is None else switches
+    unknown = sorted(set(switches) - set(names))
     if unknown:
-        raise ConfigError(f"unknown autotune switch '{unknown[0]}'; accepted: {', '.join(SWITCHES)}")
-    amps = ["off"]
-    if device.type == "cuda":
-        amps += (["bf16"] if torch.cuda.is_bf16_supported() else []) + ["fp16"]
-    elif cpu_supports_bf16():
-        amps.append("bf16")
-    cuda = device.type == "cuda"
-    options = {
-        "amp": amps,
-        "channels_last": [False, True],
-        "compile": [False, True] if with_compile or cuda else [False],
-        "loader": ["torch", "device"],
-        "tf32": [False, True] if cuda else [False],
-    }
-    chosen = [options[name] if name in switches else options[name][:1] for name in SWITCHES]
-    return [Candidate(a, cl, c, ld, tf) for a, cl, c, ld, tf in itertools.product(*chosen)]
+        raise ConfigError(f"unknown autotune switch '{unknown[0]}'; accepted: {', '.join(names)}")
+    options = [s.tune_values(device.type, with_compile) if s.name in switches else [s.off] for s in tunable()]
+    return [Candidate(**dict(zip(names, values))) for values in itertools.product(*options)]
 
 
 def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Candidate:
@@ -118,17 +116,22 @@ def measure_candidate(base: Config, candidate: Candidate, warmup: int, steps: in
         },
         base,
     )
-    run = build_run(cfg, progress=False)
+    run = build_run(cfg, progress=False)  # sets its process-wide flags (TF32, cudnn.benchmark) ...
     engine, _ = training_engine(run.state)
     engine.run(run.train_loader, max_epochs=1, epoch_length=min(warmup, len(run.train_loader)))
+    run.techniques.restore_process()  # ... which hold only while this candidate runs, never the next one's
 
     def timed() -> float:
         engine.state.max_epochs = None
-        synchronize(run.device)
-        start = time.perf_counter()
-        engine.run(run.train_loader, max_epochs=1, epoch_length=len(run.train_loader))
-        synchronize(run.device)
-        return batch * steps / (time.perf_counter() - start)
+        run.techniques.apply_process()
+        try:
+            synchronize(run.device)
+            start = time.perf_counter()
+            engine.run(run.train_loader, max_epochs=1, epoch_length=len(run.train_loader))
+            synchronize(run.device)
+            return batch * steps / (time.perf_counter() - start)
+        finally:
+            run.techniques.restore_process()
 
     return timed
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from quicktrain.config import parse_override
 from quicktrain.errors import ConfigError
-from quicktrain.records import BASELINE, TECHNIQUES, dataset_slug, model_slug
+from quicktrain.records import BASELINE, dataset_slug, model_slug
+from quicktrain.techniques.registry import arm_names, spec
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def parse_switch(text: str) -> Switch:
     name = name.strip()
     if not eq or not name.replace("_", "").isalnum():
         raise ConfigError(f"--switch '{text}' must be NAME=section.key=value[,...][/section.key=value,...]")
-    if name in TECHNIQUES or name == BASELINE:
+    if name in arm_names() or name == BASELINE:
         raise ConfigError(f"--switch name '{name}' is taken by a built-in technique; choose another")
     on_text, _, off_text = rest.partition("/")
     on = _overrides(on_text, text)
@@ -69,7 +70,7 @@ def parse_techniques(text: str, switches: dict[str, Switch] | None = None) -> tu
     """``"amp,ga"`` -> ``("amp", "ga")``; unknown or repeated names are errors. Names of
     ``switches`` are accepted beside the built-in techniques."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    known = (*TECHNIQUES, *(switches or {}))
+    known = (*arm_names(), *(switches or {}))
     if not names:
         raise ConfigError(f"--techniques '{text}' names no technique; accepted: {', '.join(known)}")
     for name in names:
@@ -102,15 +103,8 @@ def technique_overrides(
     for name in techniques:
         if switches and name in switches:
             out.update(switches[name].on if name in on else switches[name].off)
-        elif name == "amp":
-            out["techniques.amp"] = "auto" if name in on else "off"  # auto: the best the hardware has
-        elif name == "ga":
-            out["techniques.accum_steps"] = accum_steps if name in on else 1
-            out["techniques.micro_batch_size"] = None
-        elif name == "pin":
-            out["techniques.pin_memory"] = name in on
-        else:  # channels_last, compile, tf32: config keys of the same name
-            out[f"techniques.{name}"] = name in on
+        else:  # a registered technique: its spec says which config values mean on and off
+            out.update(spec(name).arm_overrides(name in on, accum_steps))
     return out
 
 

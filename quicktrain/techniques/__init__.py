@@ -1,92 +1,45 @@
-"""Speed techniques, each resolved once into an object that may do nothing."""
+"""Speed techniques, each one module behind one protocol, resolved once into an object that may do nothing.
+
+:mod:`~quicktrain.techniques.registry` lists them (torch-free); :mod:`~quicktrain.techniques.base`
+is the protocol; :func:`resolve_techniques` resolves every registered one for a run. CPU-only
+techniques live in :mod:`~quicktrain.techniques.cpu`, CUDA-only ones in :mod:`~quicktrain.techniques.cuda`.
+This package imports torch only when one of the names below is used, so the registry can be
+read without it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import importlib
 
-import torch
-
-from quicktrain.config import Config
-from quicktrain.techniques.accumulation import Accumulation, micro_weights, plan_epoch, split_sizes
-from quicktrain.techniques.conv_wgrad import use_gemm_weight_grad
-from quicktrain.techniques.cuda_switches import CudaSwitches, resolve_cuda_switches
-from quicktrain.techniques.distributed import Distributed, resolve_distributed
-from quicktrain.techniques.host_memory import HostAllocator, resolve_host_allocator
-from quicktrain.techniques.layout import maybe_compile, memory_format, unwrap
-from quicktrain.techniques.pinning import Pinning, resolve_pinning
-from quicktrain.techniques.precision import Precision, cpu_supports_bf16, resolve_precision
-
-
-@dataclass(frozen=True)
-class Techniques:
-    accumulation: Accumulation
-    precision: Precision
-    pinning: Pinning
-    memory_format: torch.memory_format
-    compile: bool
-    gemm_wgrad: bool = False  # CPU only: resolved off on CUDA
-    distributed: Distributed = field(default_factory=Distributed)
-    cuda: CudaSwitches = field(default_factory=lambda: CudaSwitches(False, False, False, False))
-    host_allocator: HostAllocator = field(default_factory=lambda: HostAllocator("system", False))
-
-    def describe(self) -> dict[str, object]:
-        """What was derived, for the start-up banner and the run record."""
-        acc = self.accumulation
-        return {
-            "batch_size": acc.batch_size,
-            "micro_batch_size": acc.micro_batch_size,
-            "accum_steps": acc.accum_steps,
-            "amp": self.precision.name,
-            "amp_requested": self.precision.requested,
-            "grad_scaler": self.precision.needs_scaler,
-            "pin_memory": self.pinning.requested,
-            "pin_memory_active": self.pinning.active,
-            "channels_last": self.memory_format == torch.channels_last,
-            "compile": self.compile,
-            "gemm_wgrad": self.gemm_wgrad,
-            "world_size": self.distributed.world,
-            **self.cuda.describe(),
-            **self.host_allocator.describe(),
-        }
+_LAZY = {
+    "Accumulation": "quicktrain.techniques.accumulation",
+    "micro_weights": "quicktrain.techniques.accumulation",
+    "plan_epoch": "quicktrain.techniques.accumulation",
+    "split_batch": "quicktrain.techniques.accumulation",
+    "split_sizes": "quicktrain.techniques.accumulation",
+    "Technique": "quicktrain.techniques.base",
+    "Distributed": "quicktrain.techniques.distributed",
+    "resolve_distributed": "quicktrain.techniques.distributed",
+    "maybe_compile": "quicktrain.techniques.layout",
+    "memory_format": "quicktrain.techniques.layout",
+    "unwrap": "quicktrain.techniques.layout",
+    "Pinning": "quicktrain.techniques.pinning",
+    "resolve_pinning": "quicktrain.techniques.pinning",
+    "Precision": "quicktrain.techniques.precision",
+    "cpu_supports_bf16": "quicktrain.techniques.precision",
+    "resolve_precision": "quicktrain.techniques.precision",
+    "Techniques": "quicktrain.techniques.resolve",
+    "resolve_techniques": "quicktrain.techniques.resolve",
+    "Spec": "quicktrain.techniques.registry",
+    "register": "quicktrain.techniques.registry",
+    "specs": "quicktrain.techniques.registry",
+}
 
 
-def resolve_techniques(cfg: Config, device: torch.device, distributed: Distributed | None = None) -> Techniques:
-    """``distributed``: this process's place in a data-parallel group (one process if None);
-    the accumulation plan is then per process, for its share of the global batch."""
-    distributed = distributed or Distributed()
-    micro, accum = cfg.accumulation(distributed.world)
-    t = cfg.techniques
-    return Techniques(
-        accumulation=Accumulation(cfg.run.batch_size // distributed.world, micro, accum),
-        precision=resolve_precision(t.amp, device),
-        pinning=resolve_pinning(t.pin_memory, device),
-        memory_format=memory_format(t.channels_last),
-        compile=t.compile,
-        gemm_wgrad=t.gemm_wgrad and device.type == "cpu",
-        distributed=distributed,
-        cuda=resolve_cuda_switches(t.tf32, device),
-        host_allocator=resolve_host_allocator(t.cpu_allocator, device),
-    )
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'quicktrain.techniques' has no attribute '{name}'")
 
 
-__all__ = [
-    "Accumulation",
-    "CudaSwitches",
-    "Distributed",
-    "HostAllocator",
-    "Pinning",
-    "Precision",
-    "Techniques",
-    "cpu_supports_bf16",
-    "maybe_compile",
-    "memory_format",
-    "micro_weights",
-    "plan_epoch",
-    "resolve_distributed",
-    "resolve_pinning",
-    "resolve_precision",
-    "resolve_techniques",
-    "split_sizes",
-    "unwrap",
-    "use_gemm_weight_grad",
-]
+__all__ = sorted(_LAZY)

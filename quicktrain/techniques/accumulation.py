@@ -9,22 +9,100 @@ of the samples actually in the window, so the update equals one big batch's exac
 Example: 10 micro-batches of 8 per epoch with 4 accumulation steps
     >>> [len(w) for w in plan_epoch(num_samples=80, batch_size=32, micro_batch_size=8)]
     [4, 4, 2]
+
+The split of the effective batch into micro-batches is derived here, from the config (which only
+checks that the split is possible):
+
+    >>> split_batch(128, micro=None, accum=4), split_batch(128, micro=32, accum=None)
+    ((32, 4), (32, 4))
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+from quicktrain.errors import ConfigError
+from quicktrain.techniques.base import Technique
 
 
 @dataclass(frozen=True)
-class Accumulation:
-    batch_size: int  # effective: samples per optimizer update
+class Accumulation(Technique):
+    batch_size: int  # effective: samples per optimizer update (of this process)
     micro_batch_size: int  # samples per forward/backward
     accum_steps: int  # micro-batches per full window
+    auto: bool = False  # techniques.micro_batch_size=auto: measured once the model is built
+    name = "ga"
+
+    @property
+    def active(self) -> bool:
+        return self.accum_steps > 1
+
+    @property
+    def split(self) -> tuple[int, int]:
+        """(micro-batch size, accumulation steps)."""
+        return self.micro_batch_size, self.accum_steps
 
     def updates_per_epoch(self, num_samples: int) -> int:
         return math.ceil(num_samples / self.batch_size)
+
+    def settle(self, model: Any, techniques: Any, image_size: int, num_classes: int, device: Any) -> Accumulation:
+        """With ``micro_batch_size=auto``: the largest micro-batch that fits, measured on the built model."""
+        if not self.auto:
+            return self
+        from quicktrain.techniques.micro_batch import Prober
+
+        batch = self.batch_size
+        micro, how = Prober(model, techniques.precision, image_size, num_classes, device).choose(batch)
+        logging.getLogger("quicktrain").info(
+            f"auto micro-batch: {micro} ({batch // micro} accumulation step{'s' if batch > micro else ''} "
+            f"for {batch} per update; {how})"
+        )
+        return replace(self, micro_batch_size=micro, accum_steps=batch // micro, auto=False)
+
+    def record(self) -> dict[str, object]:
+        return {
+            "batch_size": self.batch_size,
+            "micro_batch_size": self.micro_batch_size,
+            "accum_steps": self.accum_steps,
+        }
+
+
+def split_batch(batch: int, micro: int | str | None, accum: int | None) -> tuple[int, int]:
+    """(micro-batch size, accumulation steps) for ``batch`` samples per update, from whichever of
+    the two the config sets (``micro="auto"``: the whole batch until the run measures what fits)."""
+    if micro == "auto" or (micro is None and accum is None):
+        return batch, 1
+    if isinstance(micro, int):
+        return micro, batch // micro
+    assert accum is not None
+    return batch // accum, accum
+
+
+def resolve(cfg: Any, device: Any = None, distributed: Any = None) -> Accumulation:
+    """This process's share of the effective (global) batch, split into micro-batches."""
+    world = distributed.world if distributed is not None else 1
+    if cfg.run.batch_size % world:
+        raise ConfigError(
+            f"run.batch_size={cfg.run.batch_size} is the global batch and must divide evenly over "
+            f"{world} processes; use a multiple of {world}"
+        )
+    batch = cfg.run.batch_size // world
+    t = cfg.techniques
+    if isinstance(t.micro_batch_size, int) and batch % t.micro_batch_size:
+        raise ConfigError(
+            f"techniques.micro_batch_size={t.micro_batch_size} does not divide this process's share of the batch "
+            f"({cfg.run.batch_size} over {world} processes = {batch})"
+        )
+    if t.accum_steps is not None and batch % t.accum_steps:
+        raise ConfigError(
+            f"techniques.accum_steps={t.accum_steps} does not divide this process's share of the batch "
+            f"({cfg.run.batch_size} over {world} processes = {batch})"
+        )
+    micro, accum = split_batch(batch, t.micro_batch_size, t.accum_steps)
+    return Accumulation(batch, micro, accum, auto=t.micro_batch_size == "auto")
 
 
 def split_sizes(n: int, micro_batch_size: int) -> list[int]:

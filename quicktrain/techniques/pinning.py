@@ -13,15 +13,30 @@ from dataclasses import dataclass
 
 import torch
 
+from quicktrain.techniques.base import Technique
+
 
 @dataclass(frozen=True)
-class Pinning:
+class Pinning(Technique):
     requested: bool
     active: bool  # pin in the loader and copy non_blocking
-    note: str | None = None  # why a request was not acted on
+    note: str = ""  # why a request was not acted on
+    name = "pin"
+
+    def banner(self) -> str:
+        if self.note:
+            return f"off (asked for, but {self.note}; recorded as pin_memory_active=false)"
+        return "on" if self.active else "off"
+
+    def record(self) -> dict[str, object]:
+        return {"pin_memory": self.requested, "pin_memory_active": self.active}
 
 
 def resolve_pinning(requested: bool, device: torch.device) -> Pinning:
     if requested and device.type != "cuda":
         return Pinning(True, False, f"it has no effect on device '{device}': there is no host-to-device copy")
     return Pinning(requested, requested)
+
+
+def resolve(cfg, device: torch.device, distributed=None) -> Pinning:
+    return resolve_pinning(cfg.techniques.pin_memory, device)

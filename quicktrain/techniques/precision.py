@@ -17,18 +17,25 @@ from pathlib import Path
 import torch
 
 from quicktrain.errors import ConfigError
+from quicktrain.techniques.base import Technique
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
-class Precision:
+class Precision(Technique):
     requested: str  # what the config asked for
     dtype: torch.dtype | None  # None: full fp32
     device_type: str  # "cpu" or "cuda"
+    name = "amp"
 
     @property
-    def name(self) -> str:
+    def active(self) -> bool:
+        return self.dtype is not None
+
+    @property
+    def mode(self) -> str:
+        """off, bf16 or fp16: what autocast runs in."""
         return {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.dtype]
 
     @property
@@ -42,6 +49,20 @@ class Precision:
 
     def make_scaler(self) -> torch.amp.GradScaler:
         return torch.amp.GradScaler(self.device_type, enabled=self.needs_scaler)
+
+    def banner(self) -> str:
+        return f"{self.mode} (asked: {self.requested}), grad scaler {'on' if self.needs_scaler else 'off'}"
+
+    def record(self) -> dict[str, object]:
+        return {"amp": self.mode, "amp_requested": self.requested, "grad_scaler": self.needs_scaler}
+
+
+def cuda_supports_bf16() -> bool:
+    """True when the GPU computes bf16 natively (Ampere and newer); emulated bf16 (T4, V100) is slow."""
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch before 2.4 had no such keyword and counted only native support
+        return torch.cuda.is_bf16_supported()
 
 
 def cpu_supports_bf16() -> bool:
@@ -74,7 +95,18 @@ def resolve_precision(mode: str, device: torch.device) -> Precision:
         )
     if mode == "auto":
         if kind == "cuda":
-            mode = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            mode = "bf16" if cuda_supports_bf16() else "fp16"
         else:
             mode = "bf16" if cpu_supports_bf16() else "off"
     return Precision(requested=requested, dtype=_DTYPES.get(mode), device_type=kind)
+
+
+def resolve(cfg, device: torch.device, distributed=None) -> Precision:
+    return resolve_precision(cfg.techniques.amp, device)
+
+
+def tune_values(device_type: str, with_compile: bool) -> list[str]:
+    """The precisions autotune times on this device: off, and what the hardware computes natively."""
+    if device_type == "cuda":
+        return ["off", *(["bf16"] if cuda_supports_bf16() else []), "fp16"]
+    return ["off", "bf16"] if cpu_supports_bf16() else ["off"]

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from quicktrain.techniques.base import Technique
+
 # mallopt parameters, from glibc's <malloc.h>
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
@@ -29,10 +31,11 @@ NEVER_TRIM = 2**31 - 1  # mallopt takes an int; 2 GB of free heap top before gli
 
 
 @dataclass(frozen=True)
-class HostAllocator:
+class HostAllocator(Technique):
     requested: str  # "system" or "retain"
     active: bool
     note: str = ""  # why a requested "retain" does nothing
+    name = "cpu_allocator"
 
     def apply(self) -> bool:
         """Set glibc's allocator to keep freed memory (once, at build time); True if it did."""
@@ -44,7 +47,15 @@ class HostAllocator:
             logging.getLogger("quicktrain").warning("techniques.cpu_allocator=retain: glibc refused mallopt; no effect")
         return ok
 
-    def describe(self) -> dict[str, object]:
+    def apply_process(self) -> None:
+        self.apply()  # one-way: glibc's settings stay for the process (see the module's docstring)
+
+    def banner(self) -> str | None:
+        if self.active:
+            return "freed memory retained (glibc)"
+        return self.inactive() if self.note else None
+
+    def record(self) -> dict[str, object]:
         return {"cpu_allocator": self.requested, "cpu_allocator_active": self.active}
 
 

@@ -1,0 +1,60 @@
+"""The protocol every technique follows once it is resolved for a run.
+
+A :class:`Technique` is one technique on one device: active, or inactive with the reason.
+Every hook does nothing by default (as Lightning Fabric's ``Precision`` base class), so the
+run builder calls each hook of every technique without asking which technique it is:
+
+- :meth:`apply_process` / :meth:`restore_process`: process-wide settings (CUDA flags, the
+  allocator), set once before the data loads and put back when the run ends;
+- :meth:`prepare_model`: changes to the module itself, before the optimizer is built;
+- :meth:`settle`: what can only be measured on the built model (``micro_batch_size=auto``);
+- :meth:`wrap_model`: a wrapper around the finished module (``torch.compile``);
+- :meth:`optimizer_options`: keywords for the optimizer's constructor (``fused``);
+- :meth:`banner` and :meth:`record`: what the start-up banner and the run record say of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+
+class Technique:
+    name: str = ""  # the registry's name
+    active: bool = False
+    note: str = ""  # why a requested technique does nothing here
+
+    def apply_process(self) -> None:
+        """Set process-wide state (once, when the run is built, before the data loads)."""
+
+    def restore_process(self) -> None:
+        """Put back what :meth:`apply_process` changed (the run has ended)."""
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        """Change the module (on its device) before the optimizer sees its parameters."""
+        return model
+
+    def settle(self, model: nn.Module, techniques: Any, image_size: int, num_classes: int, device: Any) -> Technique:
+        """This technique once the model exists (a new object when something was measured)."""
+        return self
+
+    def wrap_model(self, model: nn.Module) -> nn.Module:
+        """Wrap the finished module (the original stays reachable through ``unwrap``)."""
+        return model
+
+    def optimizer_options(self) -> dict[str, Any]:
+        """Keywords for the optimizer's constructor."""
+        return {}
+
+    def banner(self) -> str | None:
+        """Its words in the start-up banner's technique line (None: nothing to say)."""
+        return None
+
+    def record(self) -> dict[str, Any]:
+        """Its fields in the run summary."""
+        return {}
+
+    def inactive(self) -> str:
+        """The banner's words for a request that does nothing here."""
+        return f"asked for, but {self.note}: no effect"

@@ -1,0 +1,103 @@
+"""Every registered technique resolved for one run, and the hooks called over all of them.
+
+The run builder asks this object, never a technique by name: ``apply_process`` once before the
+data loads, ``prepare_model`` on the module, ``settle`` once the model exists (what must be
+measured on it), ``optimizer_options``, ``wrap_model``, then ``banner_lines`` and ``record``.
+The step reads the four it is built from (accumulation, precision, pinning, memory format)
+through the properties below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from quicktrain.config import Config
+from quicktrain.techniques.accumulation import Accumulation
+from quicktrain.techniques.base import Technique
+from quicktrain.techniques.distributed import Distributed
+from quicktrain.techniques.pinning import Pinning
+from quicktrain.techniques.precision import Precision
+from quicktrain.techniques.registry import specs
+
+
+@dataclass(frozen=True)
+class Techniques:
+    items: tuple[Technique, ...]  # one per registered technique, in registry order
+    distributed: Distributed = field(default_factory=Distributed)
+
+    def get(self, name: str) -> Technique:
+        for item in self.items:
+            if item.name == name:
+                return item
+        raise KeyError(f"technique '{name}' was not resolved for this run")
+
+    # ---- what the step is built from ------------------------------------------------
+    @property
+    def accumulation(self) -> Accumulation:
+        return self.get("ga")  # type: ignore[return-value]
+
+    @property
+    def precision(self) -> Precision:
+        return self.get("amp")  # type: ignore[return-value]
+
+    @property
+    def pinning(self) -> Pinning:
+        return self.get("pin")  # type: ignore[return-value]
+
+    @property
+    def memory_format(self) -> torch.memory_format:
+        return self.get("channels_last").memory_format  # type: ignore[attr-defined]
+
+    # ---- hooks over every technique -------------------------------------------------
+    def apply_process(self) -> None:
+        for item in self.items:
+            item.apply_process()
+
+    def restore_process(self) -> None:
+        for item in reversed(self.items):
+            item.restore_process()
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        for item in self.items:
+            model = item.prepare_model(model)
+        return model
+
+    def settle(self, model: nn.Module, image_size: int, num_classes: int, device: torch.device) -> Techniques:
+        """What must be measured on the built model (``micro_batch_size=auto``)."""
+        return replace(self, items=tuple(i.settle(model, self, image_size, num_classes, device) for i in self.items))
+
+    def wrap_model(self, model: nn.Module) -> nn.Module:
+        for item in self.items:
+            model = item.wrap_model(model)
+        return model
+
+    def optimizer_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        for item in self.items:
+            options.update(item.optimizer_options())
+        return options
+
+    def banner_lines(self) -> list[str]:
+        """One line per technique that has something to say, named as its ablation arm."""
+        return [f"  {item.name:<13} {text}" for item in self.items if (text := item.banner())]
+
+    def record(self) -> dict[str, Any]:
+        """Every technique's summary fields, and the number of data-parallel processes."""
+        out: dict[str, Any] = {}
+        for item in self.items:
+            out.update(item.record())
+        out["world_size"] = self.distributed.world
+        return out
+
+    describe = record  # what was derived, for the banner and the run record
+
+
+def resolve_techniques(cfg: Config, device: torch.device, distributed: Distributed | None = None) -> Techniques:
+    """Resolve every registered technique for ``device``; ``distributed``: this process's place in a
+    data-parallel group (one process if None), so the accumulation plan is per process."""
+    distributed = distributed or Distributed()
+    return Techniques(tuple(s.load()(cfg, device, distributed) for s in specs()), distributed)

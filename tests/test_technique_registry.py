@@ -1,0 +1,132 @@
+"""The technique protocol: a technique registered from outside quicktrain (here, this test module)
+reaches the banner, the record, the ablation grid, --techniques and --switch with nothing else
+changed; every built-in technique resolves to an object that may do nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import nn
+
+from quicktrain.config import Config
+from quicktrain.engine import train
+from quicktrain.errors import ConfigError
+from quicktrain.experiments.grid import arm_name, parse_switch, parse_techniques, plan
+from quicktrain.records import technique_arm
+from quicktrain.techniques.base import Technique
+from quicktrain.techniques.registry import Spec, arm_names, register, specs, unregister
+from quicktrain.techniques.resolve import resolve_techniques
+from tests.conftest import tiny_config
+
+CALLS: list[str] = []
+
+
+@dataclass
+class Smoothing(Technique):
+    """A dummy technique: switched by optim.label_smoothing, it only watches its hooks being called."""
+
+    value: float
+    name = "smooth"
+
+    @property
+    def active(self) -> bool:
+        return self.value > 0
+
+    def apply_process(self) -> None:
+        CALLS.append("apply_process")
+
+    def restore_process(self) -> None:
+        CALLS.append("restore_process")
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        CALLS.append(f"prepare_model:{type(model).__name__}")
+        return model
+
+    def banner(self) -> str:
+        return f"label smoothing {self.value:g} (a test's technique)"
+
+    def record(self) -> dict[str, object]:
+        return {"smooth": self.active}
+
+
+def resolve_smoothing(cfg: Config, device: torch.device, distributed: object = None) -> Smoothing:
+    return Smoothing(cfg.optim.label_smoothing)
+
+
+@pytest.fixture
+def smooth():
+    CALLS.clear()
+    spec = register(
+        Spec("smooth", "label smoothing", "optim.label_smoothing", on=0.1, off=0.0, resolve=resolve_smoothing)
+    )
+    try:
+        yield spec
+    finally:
+        unregister("smooth")
+
+
+def test_a_registered_technique_is_in_the_banner_the_record_and_its_hooks_run(smooth, tmp_path, quicktrain_log):
+    result = train(tiny_config(tmp_path / "run", **{"optim.label_smoothing": 0.1}))
+    assert "label smoothing 0.1 (a test's technique)" in quicktrain_log.text
+    assert result.summary["smooth"] is True
+    assert technique_arm(result.summary) == "smooth"  # a plain run's arm, read from its record
+    assert CALLS[0] == "apply_process" and CALLS[-1] == "restore_process"
+    assert any(c.startswith("prepare_model:") for c in CALLS)
+
+
+def test_a_registered_technique_is_an_ablation_arm_and_a_reserved_switch_name(smooth):
+    assert "smooth" in arm_names()
+    techniques = parse_techniques("amp,smooth")
+    jobs = plan(techniques, ["test_vit"], ["synthetic"], repeats=1, base_seed=0, accum_steps=2)
+    arms = {arm_name(j.arm): j.overrides for j in jobs}
+    assert set(arms) == {"baseline", "amp", "smooth", "amp+smooth"}
+    assert arms["smooth"]["optim.label_smoothing"] == 0.1 and arms["baseline"]["optim.label_smoothing"] == 0.0
+    with pytest.raises(ConfigError, match="taken by a built-in technique"):
+        parse_switch("smooth=optim.lr=0.1")
+
+
+def test_unregistered_it_is_gone_again(smooth):
+    unregister("smooth")
+    with pytest.raises(ConfigError, match="unknown technique 'smooth'"):
+        parse_techniques("smooth")
+    register(smooth)  # for the fixture's own clean-up
+
+
+def test_a_name_is_registered_once():
+    with pytest.raises(ValueError, match="already registered"):
+        register(Spec("amp", "again", "techniques.amp", resolve=resolve_smoothing))
+
+
+@pytest.mark.parametrize("name", [s.name for s in specs()])
+def test_every_builtin_technique_resolves_on_a_cpu_and_says_what_it_did(name):
+    cfg = Config.from_overrides({"techniques.tf32": True, "techniques.gemm_wgrad": True, "techniques.pin_memory": True})
+    techniques = resolve_techniques(cfg, torch.device("cpu"))
+    item = techniques.get(name)
+    assert item.name == name
+    assert isinstance(item.record(), dict)
+    if name in ("tf32", "pin"):  # asked for, but they need CUDA: inactive, with the reason
+        assert not item.active and item.note
+    if name == "cuda_kernels":
+        assert not item.active and item.banner() is None and item.optimizer_options() == {}
+
+
+def test_cuda_flags_are_set_explicitly_and_restored(monkeypatch):
+    """On CUDA an arm without tf32 sets both flags False (cuDNN's default is True), and the run's
+    end puts back what the caller had: checked on the flags themselves, which a CPU can set."""
+    from quicktrain.techniques.cuda import TF32, CudaKernels
+
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        off, kernels = TF32(requested=False, cuda=True), CudaKernels(active=True)
+        off.apply_process()
+        kernels.apply_process()
+        assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.backends.cudnn.benchmark is True
+        kernels.restore_process()
+        off.restore_process()
+        assert torch.backends.cudnn.allow_tf32 is True and torch.backends.cudnn.benchmark is before[2]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = before
