@@ -181,7 +181,9 @@ def _add_inference_parsers(sub: Any) -> None:
     evaluate.add_argument("--dataset", required=True, help="as in train, e.g. imagefolder:PATH or cifar10")
     evaluate.add_argument("--max-test-samples", type=int, help="a class-balanced subset of the test split")
     evaluate.add_argument("--out", type=Path, help="output folder [RUN/evaluation-DATASET]")
-    evaluate.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
+    evaluate.add_argument(
+        "--device", default="auto", help="auto (the GPU if there is one, as train), cpu, cuda or cuda:N [auto]"
+    )
     evaluate.add_argument(
         "--tta",
         choices=typing.get_args(typing.get_type_hints(RunConfig)["tta"]),  # the config's own choices
@@ -206,22 +208,34 @@ def _add_inference_parsers(sub: Any) -> None:
     predict.add_argument("paths", nargs="+", help="image files or folders")
     predict.add_argument("--out", type=Path, default=Path("predictions.csv"), help="CSV file [predictions.csv]")
     predict.add_argument("--batch-size", type=int, default=256, help="images per forward pass [256]")
-    predict.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N [cpu]")
+    predict.add_argument(
+        "--device", default="auto", help="auto (the GPU if there is one, as train), cpu, cuda or cuda:N [auto]"
+    )
     predict.add_argument("--no-progress", action="store_true", help="no progress bar")
     export = _run_command(
         sub,
         "export",
-        help="export a trained run's model (onnx, torchscript, safetensors), checked against PyTorch",
+        help="export a trained run's model (onnx, pt2, torchscript, safetensors), checked against PyTorch",
         description="Write the model in FORMAT, load the export back and compare its outputs with the PyTorch "
-        "model's on a few inputs (fails if they differ).",
-        epilog="example: quicktrain export runs/my-run --format torchscript",
+        "model's on a few inputs (fails if they differ). The preprocessing (mean, std, image size, class names, "
+        "channel order) is written beside it as FILE.json, and into an ONNX file's metadata; an ONNX file holds "
+        "its weights (external data only past 2 GB).",
+        epilog="example: quicktrain export runs/my-run --format onnx --uint8-input",
     )
     export.add_argument(
         "--format",
         required=True,
-        help="onnx (checked in onnxruntime: pip install 'quicktrain[export]'), torchscript or safetensors",
+        help="onnx (one file, checked in onnxruntime: pip install 'quicktrain[export]'), pt2 (torch.export), "
+        "torchscript or safetensors",
     )
-    export.add_argument("--out", type=Path, help="file [RUN/model.onnx, model.torchscript.pt or model.safetensors]")
+    export.add_argument(
+        "--out", type=Path, help="file [RUN/model.onnx, model.pt2, model.torchscript.pt or model.safetensors]"
+    )
+    export.add_argument(
+        "--uint8-input",
+        action="store_true",
+        help="bake normalisation (and the run's resize) into the graph: it takes (N, H, W, 3) uint8 RGB images",
+    )
 
 
 def _run_command(sub: Any, name: str, **texts: str) -> argparse.ArgumentParser:
@@ -502,10 +516,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         f"{loaded.config.model.name} ({loaded.weights.name}) on {args.dataset}: {report['samples']} images, "
         f"accuracy {report['test_accuracy']:.4f}, macro-F1 {report['test_f1_macro']:.4f}"
         + (f", top-5 {top5:.4f}" if top5 is not None else "")
-        + f" (tta {report['tta']} on {report['tta_fraction']:g} of the images, {report['eval_time_s']:.1f} s)"
+        + f" ({_tta_words(report['tta'], report['tta_fraction'])}, {report['eval_time_s']:.1f} s)"
     )
     print(f"written: {out / 'evaluation.json'}, {out / 'evaluation.md'}, {out / 'confusion.png'}")
     return 0
+
+
+def _tta_words(tta: str, fraction: float) -> str:
+    """e.g. 'no test-time augmentation', 'tta flip on the least confident 20% of each batch'."""
+    if tta == "off":
+        return "no test-time augmentation"
+    return f"tta {tta} on " + ("every image" if fraction >= 1 else f"the least confident {fraction:.0%} of each batch")
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
@@ -521,15 +542,14 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from quicktrain.inference import export, load_run
+    from quicktrain.inference import EXPORT_SUFFIXES, export, load_run
 
-    loaded = load_run(args.run, args.weights)
-    suffix = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "safetensors": "model.safetensors"}
-    suffix = suffix.get(args.format, "model")
-    checked = export(loaded, args.format, args.out or loaded.folder / suffix)
+    loaded = load_run(args.run, args.weights, device="cpu")  # exports are built and checked on the CPU
+    default = loaded.folder / EXPORT_SUFFIXES.get(args.format, "model")
+    checked = export(loaded, args.format, args.out or default, uint8_input=args.uint8_input)
     print(
         f"{checked['format']}: {checked['file']} (outputs on {checked['inputs_checked']} inputs within "
-        f"{checked['max_abs_error']:.1e} of the PyTorch model)"
+        f"{checked['max_abs_error']:.1e} of the PyTorch model); preprocessing: {checked['preprocessing']}"
     )
     return 0
 

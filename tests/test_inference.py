@@ -104,10 +104,106 @@ def test_predict_labels_are_the_models_argmax(run_folder, tmp_path):
     assert predict(loaded, files[:2], batch_size=1, progress=False)[0]["label"] == rows[0]["label"]
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "torchscript", "safetensors"])
-def test_exports_round_trip_within_tolerance(run_folder, tmp_path, fmt):
-    checked = export(load_run(run_folder / "run", weights="best.pt"), fmt, tmp_path / f"m.{fmt}")
-    assert checked["max_abs_error"] < 1e-4 and Path(checked["file"]).stat().st_size > 0
+def _run_export(fmt: str, path: Path, x: torch.Tensor) -> torch.Tensor:
+    """Load an exported file the way its users would, without quicktrain, and run it on ``x``."""
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+    if fmt == "pt2":
+        return torch.export.load(str(path)).module()(x)
+    if fmt == "torchscript":
+        return torch.jit.load(str(path))(x)
+    from safetensors.torch import load_file
+
+    from quicktrain.models import create_model
+
+    model = create_model("test_resnet", 3, 16).eval()
+    model.load_state_dict(load_file(str(path)))
+    return model(x)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2", "torchscript", "safetensors"])
+def test_exports_load_back_and_match_the_model_at_two_batch_sizes(run_folder, tmp_path, fmt):
+    loaded = load_run(run_folder / "run", weights="best.pt", device="cpu")
+    checked = export(loaded, fmt, tmp_path / f"m.{fmt}")
+    path = Path(checked["file"])
+    model = loaded.model.float().eval()
+    for batch in (1, 5):  # neither is the batch export() traced with (4): the batch axis is dynamic
+        x = torch.rand(batch, 3, 16, 16, generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            assert torch.allclose(_run_export(fmt, path, x), model(x), atol=1e-4, rtol=1e-4)
+    sidecar = json.loads(Path(checked["preprocessing"]).read_text())
+    assert sidecar["classes"] == ["blue", "green", "red"] and sidecar["image_size"] == 16
+    assert sidecar["mean"] == pytest.approx(loaded.inputs.mean) and sidecar["channel_order"] == "RGB"
+
+
+def test_an_onnx_file_is_self_contained_and_carries_its_preprocessing(run_folder, tmp_path):
+    """Copied alone to another folder, the file loads, and its metadata is enough to reproduce the
+    PyTorch model's outputs from raw images."""
+    import shutil
+
+    import onnx
+    import onnxruntime
+
+    loaded = load_run(run_folder / "run", device="cpu")
+    export(loaded, "onnx", tmp_path / "made" / "model.onnx")
+    assert sorted(p.name for p in (tmp_path / "made").iterdir()) == ["model.onnx", "model.onnx.json"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(tmp_path / "made" / "model.onnx", elsewhere / "model.onnx")
+    meta = {p.key: p.value for p in onnx.load(str(elsewhere / "model.onnx")).metadata_props}
+    mean, std = np.array(json.loads(meta["mean"])), np.array(json.loads(meta["std"]))
+    files = sorted((run_folder / "ds" / "test").rglob("*.png"))[:5]
+    raw = np.stack([np.asarray(Image.open(p).convert("RGB")) for p in files]).astype(np.float32)
+    x = ((raw / 255 - mean) / std).transpose(0, 3, 1, 2).astype(np.float32)  # the metadata's recipe
+    session = onnxruntime.InferenceSession(str(elsewhere / "model.onnx"), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    images = torch.from_numpy(raw.astype(np.uint8)).permute(0, 3, 1, 2).contiguous()
+    with torch.no_grad():
+        expected = loaded.model.float()(loaded.inputs(images)).numpy()
+    assert np.allclose(got, expected, atol=1e-4)
+    assert json.loads(meta["classes"]) == ["blue", "green", "red"]
+
+
+def test_a_uint8_input_export_gives_the_labels_predict_gives(run_folder, tmp_path):
+    import onnxruntime
+
+    loaded = load_run(run_folder / "run", device="cpu")
+    export(loaded, "onnx", tmp_path / "u8.onnx", uint8_input=True)
+    files = sorted((run_folder / "ds" / "test").rglob("*.png"))
+    images = np.stack([np.asarray(Image.open(p).convert("RGB")) for p in files])  # (N, H, W, 3) uint8
+    session = onnxruntime.InferenceSession(str(tmp_path / "u8.onnx"), providers=["CPUExecutionProvider"])
+    labels = session.run(None, {session.get_inputs()[0].name: images})[0].argmax(1)
+    predicted = [r["label"] for r in predict(loaded, files, progress=False)]
+    assert [loaded.classes[i] for i in labels] == predicted
+
+
+def test_exports_follow_the_umask(run_folder, tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        loaded = load_run(run_folder / "run", device="cpu")
+        for fmt in ("onnx", "safetensors"):
+            checked = export(loaded, fmt, tmp_path / f"m.{fmt}")
+            for path in (Path(checked["file"]), Path(checked["preprocessing"])):
+                assert path.stat().st_mode & 0o777 == 0o644, path
+    finally:
+        os.umask(old)
+
+
+def test_evaluate_and_predict_default_to_the_device_train_would_pick(monkeypatch):
+    from quicktrain.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["evaluate", "r", "--dataset", "sample"], ["predict", "r", "x.png"]):
+        assert parser.parse_args(argv).device == "auto"
+    from quicktrain.engine.setup import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto").type == "cuda"  # what load_run(device="auto") resolves through
 
 
 @pytest.mark.parametrize(
@@ -115,7 +211,7 @@ def test_exports_round_trip_within_tolerance(run_folder, tmp_path, fmt):
     [
         (
             ["export", "{run}", "--format", "tflite"],
-            "unknown export format 'tflite'; accepted: onnx, torchscript, safetensors",
+            "unknown export format 'tflite'; accepted: onnx, pt2, torchscript, safetensors",
         ),
         (["predict", "{run}", "{empty}"], "no image files under"),
         (["evaluate", "{empty}", "--dataset", "sample"], "does not exist; give a run folder"),
@@ -131,3 +227,21 @@ def test_bad_input_is_one_line_exit_2(run_folder, tmp_path, capsys, argv, messag
     assert main(filled) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_run_trained_in_fp16_is_evaluated_on_a_cpu(run_folder, tmp_path):
+    """fp16 autocast is CUDA-only: on a CPU the loaded run takes the best native precision instead of
+    refusing (its record says fp16 as a GPU run's would; the weights are fp32 either way)."""
+    import shutil
+
+    import yaml
+
+    copy = tmp_path / "fp16-run"
+    shutil.copytree(run_folder / "run", copy, ignore=shutil.ignore_patterns("checkpoints", "evaluation-*"))
+    cfg = yaml.safe_load((copy / "config.yaml").read_text())
+    cfg["techniques"]["amp"] = "fp16"
+    (copy / "config.yaml").write_text(yaml.safe_dump(cfg))
+    loaded = load_run(copy, device="cpu")
+    assert loaded.precision.mode in ("bf16", "off")
+    report = evaluate_run(loaded, f"imagefolder:{run_folder / 'ds'}", tmp_path / "eval")
+    assert report["samples"] == 18

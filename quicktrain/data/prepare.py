@@ -31,6 +31,7 @@ class InputPipeline:
         self.non_blocking = non_blocking
         self.image_size = image_size
         self.memory_format = memory_format
+        self.mean, self.std = tuple(mean), tuple(std)  # fractions of 255, per channel
         # folded so one fused multiply-add maps uint8 0..255 to (x / 255 - mean) / std
         std_t = torch.tensor(std, device=device).view(1, -1, 1, 1)
         self.scale = 1.0 / (255.0 * std_t)
