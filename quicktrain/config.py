@@ -190,6 +190,11 @@ class TechniquesConfig:
         "CPU: weight gradients of 3x3 convolutions on small maps (at most 36 pixels) as matrix products instead of"
         " oneDNN's slow backward-weights pass; same gradients up to rounding; no effect on CUDA",
     )
+    ddp_comm_hook: Literal["none", "bf16", "fp16"] = opt(
+        "none",
+        "torchrun: how gradients travel between processes; none: DDP's own fp32 all-reduce (C++); bf16 / fp16: "
+        "compressed to half the bytes, then averaged (PyTorch's compression hooks)",
+    )
     cpu_allocator: Literal["system", "retain"] = opt(
         "system",
         "CPU under glibc: retain keeps freed memory in the process for the next step instead of returning it to"

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from quicktrain.data.loader import EpochBatches, EvalShards
+from quicktrain.techniques.distributed import Distributed
 
 RUN = [
     "--dataset", "synthetic", "--max-train-samples", "80", "--max-test-samples", "42", "--model", "test_vit",
@@ -41,6 +42,49 @@ def test_eval_shards_cover_the_split_once() -> None:
     assert sorted(i for shard in shards for i in shard) == list(range(41))
 
 
+@pytest.fixture
+def gloo_group(monkeypatch: pytest.MonkeyPatch):
+    """A one-process Gloo group in this process: DDP's reducer and hooks run as on many."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("hook", ["none", "fp16", "bf16"])
+def test_training_wraps_ddp_without_a_python_hook_and_all_reduces_once_per_update(gloo_group, hook) -> None:
+    """Counted by a hook the test registers itself, which DDP allows only when quicktrain registered none;
+    with a compression hook asked for, DDP refuses a second one."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    dist_ = Distributed(rank=0, world=2, backend="gloo", comm_hook=hook)  # "active": wraps and uses no_sync
+    ddp = dist_.wrap(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)), torch.device("cpu"))
+    if hook != "none":
+        with pytest.raises(RuntimeError, match="can only be called once"):
+            ddp.register_comm_hook(None, allreduce_hook)
+        return
+    buckets = []
+
+    def counted(state, bucket):
+        buckets.append(bucket.index())
+        return allreduce_hook(state, bucket)
+
+    ddp.register_comm_hook(None, counted)
+    for _update in range(3):
+        for micro in range(4):  # four micro-batches: only the last backward all-reduces
+            with dist_.sync(ddp, last=micro == 3):
+                ddp(torch.randn(5, 4)).sum().backward()
+    assert dist_.allreduces == 3
+    assert len(buckets) == 3 * len(set(buckets))  # every bucket once per update, never per micro-batch
+    assert dist.is_initialized()
+
+
 @pytest.mark.slow
 def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
@@ -67,3 +111,14 @@ def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     # evaluation counted all 42 test images across both ranks
     assert s2["test_samples"] == 42 and s2["test_loss"] == pytest.approx(s1["test_loss"], rel=1e-5)
     assert not list(two.glob("*rank*"))  # only rank 0 wrote the record
+    assert s2["ddp_comm_hook"] == "none"
+
+    compressed = tmp_path / "bf16"
+    launch = [*launch[: launch.index("--out")], "--ddp-comm-hook", "bf16", "--out", str(compressed)]
+    launch[launch.index(port)] = str(_free_port())
+    bf16 = subprocess.run(launch, capture_output=True, text=True)
+    assert bf16.returncode == 0, bf16.stdout[-2000:] + bf16.stderr[-2000:]
+    c = torch.load(compressed / "model.pt", weights_only=True)
+    assert json.loads((compressed / "summary.json").read_text())["ddp_comm_hook"] == "bf16"
+    drift = max(float((c[k].float() - a[k].float()).abs().max()) for k in a)
+    assert 0 < drift < 1e-2  # gradients rounded to bf16 on the wire: close to fp32's, not identical

@@ -23,7 +23,8 @@ def test_pinning_on_cpu_does_nothing_and_says_why():
 
 def test_a_pin_request_on_cpu_builds_unpinned_loaders_and_blocking_copies(tmp_path):
     """What the run actually does with the request, not only what its record echoes."""
-    cfg = tiny_config(tmp_path / "run", **{"techniques.pin_memory": True})
+    # run.device=cpu: on a GPU machine "auto" would pick CUDA, where pinning is active
+    cfg = tiny_config(tmp_path / "run", **{"techniques.pin_memory": True, "run.device": "cpu"})
     run = build_run(cfg, progress=False)
     assert run.techniques.pinning.requested and not run.techniques.pinning.active
     for loader in (run.train_loader, run.test_loader):

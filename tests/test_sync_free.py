@@ -17,7 +17,8 @@ from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.step import train_step
 from quicktrain.models import create_model
 
-# every Python-level way a tensor's value reaches the host (each one waits for the device)
+# every Python-level way a tensor's value reaches the host (each one waits for the device): reading
+# a value, copying to the host, and the operations whose output size depends on the values
 SYNC_POINTS = [
     (torch.Tensor, "item"),
     (torch.Tensor, "__bool__"),
@@ -27,34 +28,75 @@ SYNC_POINTS = [
     (torch.Tensor, "tolist"),
     (torch.Tensor, "numpy"),
     (torch.Tensor, "cpu"),
+    (torch.Tensor, "nonzero"),
+    (torch.Tensor, "masked_select"),
+    (torch, "nonzero"),
+    (torch, "masked_select"),
+    (torch, "unique"),
     (torch.amp.GradScaler, "get_scale"),
 ]
+
+
+def _bool_mask(index: object) -> bool:
+    """Whether an index holds a boolean tensor (its result's size needs the mask's values)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in parts)
 
 
 @contextlib.contextmanager
 def counting_syncs():
     calls: Counter[str] = Counter()
-    saved = {(cls, name): cls.__dict__.get(name) for cls, name in SYNC_POINTS}
+    points = [*SYNC_POINTS, (torch.Tensor, "__getitem__")]
+    saved = {(owner, name): owner.__dict__.get(name) for owner, name in points}
 
-    def wrap(cls, name):
-        original = getattr(cls, name)
+    def wrap(owner, name):
+        original = getattr(owner, name)
+        label = f"{getattr(owner, '__name__', owner)}.{name}"
 
-        def counted(self, *args, **kwargs):
-            calls[f"{cls.__name__}.{name}"] += 1
-            return original(self, *args, **kwargs)
+        def counted(*args, **kwargs):
+            if name != "__getitem__" or _bool_mask(args[1]):
+                calls[label] += 1
+            return original(*args, **kwargs)
 
         return counted
 
     try:
-        for cls, name in SYNC_POINTS:
-            setattr(cls, name, wrap(cls, name))
+        for owner, name in points:
+            setattr(owner, name, wrap(owner, name))
         yield calls
     finally:
-        for (cls, name), value in saved.items():
+        for (owner, name), value in saved.items():
             if value is None:
-                delattr(cls, name)
+                delattr(owner, name)
             else:
-                setattr(cls, name, value)
+                setattr(owner, name, value)
+
+
+PLANTED = {
+    "item": lambda loss: loss.item(),
+    "cpu": lambda loss: loss.cpu(),
+    "nonzero": lambda loss: (loss.reshape(1) > 0).nonzero(),
+    "torch.nonzero": lambda loss: torch.nonzero(loss.reshape(1)),
+    "boolean mask": lambda loss: loss.reshape(1)[loss.reshape(1) > 0],
+    "bool()": lambda loss: bool(loss > 0),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTED))
+def test_the_proxy_catches_a_sync_planted_in_the_step(plant):
+    """The positive control: each kind of sync, planted in the loss, is counted."""
+    state = _fused_state(None, None)
+    criterion = state.criterion
+
+    def leaky(logits, labels):
+        loss = criterion(logits, labels)
+        PLANTED[plant](loss.detach())
+        return loss
+
+    state.criterion = leaky
+    with counting_syncs() as calls:
+        train_step(state, uint8_batch(8))
+    assert sum(calls.values()) >= 2, dict(calls)  # once per micro-batch
 
 
 def _fused_state(scaler: torch.amp.GradScaler | None, grad_clip: float | None):
@@ -112,7 +154,9 @@ def test_the_device_loader_yields_batches_without_syncing():
 def test_cuda_updates_run_under_sync_debug_mode_error(tmp_path, amp, loader):
     from quicktrain.engine.setup import build_run
 
-    cfg = tiny_config(tmp_path / "run", **{"run.device": "cuda", "techniques.amp": amp, "data.loader": loader})
+    # the torch loader's copy is asynchronous only from pinned memory: a pageable copy waits, by design
+    overrides = {"run.device": "cuda", "techniques.amp": amp, "data.loader": loader, "techniques.pin_memory": True}
+    cfg = tiny_config(tmp_path / "run", **overrides)
     run = build_run(cfg, progress=False)
     batches = iter(run.train_loader)
     train_step(run.state, next(batches))  # warm-up

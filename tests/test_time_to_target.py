@@ -20,12 +20,30 @@ from quicktrain.errors import ConfigError
 SIX_PER_EPOCH = {"run.batch_size": 16, "run.epochs": 3}
 
 
-def scripted_evaluate(monkeypatch: pytest.MonkeyPatch, accuracies: list[float], sleep: float = 0.0) -> list[int]:
-    """Replace evaluation with a script of accuracies (the last repeats); returns the call log."""
+class FakeClock:
+    """A ``time`` module whose perf_counter advances 1 ms per reading, plus what ``sleep`` adds:
+    timing assertions then hold on a machine of any speed or load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 0.001
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def scripted_evaluate(
+    monkeypatch: pytest.MonkeyPatch, accuracies: list[float], sleep: float = 0.0, clock: FakeClock | None = None
+) -> list[int]:
+    """Replace evaluation with a script of accuracies (the last repeats); returns the call log.
+    Each evaluation takes ``sleep`` seconds (of ``clock`` when given, else real ones)."""
     calls: list[int] = []
 
     def fake(*args, **kwargs):
-        time.sleep(sleep)
+        (clock or time).sleep(sleep)
         acc = accuracies[min(len(calls), len(accuracies) - 1)]
         calls.append(len(calls))
         return EvalResult(loss=1.0, accuracy=acc, f1_macro=acc, samples=40)
@@ -75,7 +93,13 @@ def test_stop_at_target_mid_epoch_checkpoints_the_position(tmp_path, monkeypatch
 
 def test_time_to_target_excludes_evaluation_time(tmp_path, monkeypatch):
     """Evaluations that take 1 s each never appear in the training clock."""
-    scripted_evaluate(monkeypatch, [0.1, 0.1, 0.1, 0.7], sleep=1.0)
+    from quicktrain.engine import trainer as trainer_module
+    from quicktrain.metrics import timing as timing_module
+
+    clock = FakeClock()  # training's and the wall's clock: 1 ms a reading, 1 s an evaluation
+    monkeypatch.setattr(timing_module, "time", clock)
+    monkeypatch.setattr(trainer_module, "time", clock)
+    scripted_evaluate(monkeypatch, [0.1, 0.1, 0.1, 0.7], sleep=1.0, clock=clock)
     cfg = tiny_config(tmp_path / "run", **SIX_PER_EPOCH, **{"run.eval_every_steps": 2, "run.target_accuracy": 0.5})
     s = train(cfg).summary
     assert s["updates_to_target"] == 8 and s["stopped_by"] == "epochs"  # no stop asked: all 3 epochs

@@ -97,7 +97,13 @@ def test_selective_tta_on_every_image_is_the_full_tta() -> None:
     x = torch.randn(5, 3, 6, 6)
     with torch.no_grad():
         torch.testing.assert_close(least_confident(mirrored, 1.0)(model, x), mirrored(model, x))
-        assert least_confident(mirrored, 0.01)(model, x).shape == (5, 5)  # at least one image gets the views
+        plain, full = model(x), mirrored(model, x)
+        one = least_confident(mirrored, 0.01)(model, x)  # 1% of 5 images: still at least one gets the views
+    unsure = int(plain.softmax(dim=1).amax(dim=1).argmin())
+    assert not torch.allclose(full[unsure], plain[unsure])  # the views change that image's logits ...
+    torch.testing.assert_close(one[unsure], full[unsure])  # ... and it got them
+    others = [i for i in range(5) if i != unsure]
+    torch.testing.assert_close(one[others], plain[others])  # the rest kept the plain view
 
 
 def test_runs_with_selective_tta_evaluate_and_record_it(tmp_path) -> None:

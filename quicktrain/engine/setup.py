@@ -128,7 +128,7 @@ def build_run(
 ) -> Run:
     """Everything a run needs, from ``cfg``; ``model`` (an ``nn.Module``) and ``data``
     (``(train_data, test_data)`` map-style datasets) replace what the config names."""
-    distributed = resolve_distributed(cfg.run.device)
+    distributed = resolve_distributed(cfg.run.device, cfg.techniques.ddp_comm_hook)
     device = resolve_device(cfg.run.device, distributed.local_rank if distributed.active else None)
     techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
     techniques.apply_process()  # before the data and the model allocate; train() restores it

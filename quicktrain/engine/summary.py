@@ -42,6 +42,7 @@ def build_summary(
         "oom_halvings": counters.oom_halvings,
         "micro_batch_size_final": run.state.micro_batch_size,
         "grad_allreduces": run.techniques.distributed.allreduces,
+        "ddp_comm_hook": run.techniques.distributed.comm_hook,
         "micro_steps": counters.micro_steps,
         "test_accuracy": last.get("test_accuracy"),
         "test_f1_macro": last.get("test_f1_macro"),

@@ -15,6 +15,7 @@ import logging
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,12 +139,16 @@ def train(
             log.error(f"the run's summary could not be written: {fault}")
         if loop.mlflow is not None:
             loop.mlflow.finish(folder)  # the record's files as artifacts, once they are complete
-        # DDP's reducer holds the process group: drop the wrapper (and the loop's references)
-        # first, so the group's threads are joined here rather than at interpreter exit
+        # DDP's reducer holds the process group: release the wrapper, then everything that can reach
+        # it (the loop and its Ignite engines, the optimizer's hooks), and check it is gone before the
+        # group is destroyed, so the group's threads end here rather than at interpreter exit
+        wrapper = weakref.ref(run.state.model)
         run.state.model = unwrap(run.state.model)
         del loop
         gc.collect()
-        run.techniques.distributed.close()
+        if run.techniques.distributed.active and wrapper() is not None:
+            log.warning("the DDP wrapper is still referenced at the end of the run; leaving the group anyway")
+        run.techniques.distributed.close(clean=status == "completed")
         run.techniques.restore_process()  # TF32, cudnn.benchmark: the caller's process as it was
     return RunResult(folder, summary, history, main)
 

@@ -9,6 +9,7 @@ all-reduced once per optimizer update: every micro-batch but the last runs under
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ class Distributed:
     world: int = 1
     local_rank: int = 0
     backend: str | None = None
-    allreduces: int = 0  # gradient buckets all-reduced
+    comm_hook: str = "none"  # none: DDP's own C++ all-reduce; fp16 / bf16: gradients compressed for the wire
+    allreduces: int = 0  # backward passes that all-reduced the gradients (one per update; no_sync skips the rest)
 
     @property
     def active(self) -> bool:
@@ -35,19 +37,19 @@ class Distributed:
         return self.rank == 0
 
     def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """DDP around ``model``; no Python communication hook unless ``comm_hook`` asks for compression
+        (a Python hook replaces the C++ reducer's all-reduce, which PyTorch documents as faster)."""
         if not self.active:
             return model
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         from torch.nn.parallel import DistributedDataParallel
 
         ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if self.comm_hook == "fp16":
+            ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)  # C++, no Python per bucket
+        elif self.comm_hook == "bf16":  # no C++ built-in: PyTorch's own Python hook
+            from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
 
-        # no annotations: DDP checks them, and this module's are strings (__future__ annotations)
-        def counted(state, bucket):
-            self.allreduces += 1
-            return allreduce_hook(state, bucket)
-
-        ddp.register_comm_hook(None, counted)
+            ddp.register_comm_hook(None, bf16_compress_hook)
         return ddp
 
     @contextlib.contextmanager
@@ -58,6 +60,7 @@ class Distributed:
                 yield
         else:
             yield
+            self.allreduces += self.active
 
     def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
         """All-reduce ``tensor`` in place by sum (identity in a single process)."""
@@ -69,15 +72,24 @@ class Distributed:
         """The sum over all processes, as a new tensor (``tensor`` itself in a single process)."""
         return self.sum_(tensor.clone()) if self.active else tensor
 
-    def close(self) -> None:
-        if self.active and dist.is_initialized():
-            dist.destroy_process_group()
+    def close(self, clean: bool = True) -> None:
+        """Leave the group. Call it after the DDP wrapper is gone (its reducer holds the group).
+        ``clean``: every rank got here the same way, so wait until none is still sending before the
+        group goes (a rank that exits while its peer's last collective is in flight aborts the peer)."""
+        if not (self.active and dist.is_initialized()):
+            return
+        if clean:
+            if self.backend == "gloo":
+                dist.monitored_barrier(timeout=datetime.timedelta(seconds=120))  # names a rank that never came
+            else:
+                dist.barrier()
+        dist.destroy_process_group()
 
 
 SINGLE = Distributed()
 
 
-def resolve_distributed(device_name: str) -> Distributed:
+def resolve_distributed(device_name: str, comm_hook: str = "none") -> Distributed:
     """Join the process group when launched by torchrun with more than one process."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -89,4 +101,4 @@ def resolve_distributed(device_name: str) -> Distributed:
         torch.cuda.set_device(local)
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
-    return Distributed(rank=rank, world=world, local_rank=local, backend=backend)
+    return Distributed(rank=rank, world=world, local_rank=local, backend=backend, comm_hook=comm_hook)
