@@ -64,3 +64,51 @@ def test_state_dict_round_trip() -> None:
     other = Lookahead(0.8, 1, 10)
     other.load_state_dict(la.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(la.slow.values(), other.slow.values()))
+
+
+def test_restored_slow_weights_live_beside_the_model() -> None:
+    """Checkpoints load on the CPU; the slow weights must go back to the live model's device (on
+    CUDA a CPU copy made the next lerp_ fail). A model on the meta device stands in for a GPU."""
+    saved = Lookahead(0.8, 1, 10)
+    saved.after_update(nn.Linear(2, 2), 1)
+    state = saved.state_dict()  # CPU tensors, as load_checkpoint(map_location="cpu") gives
+    live = Lookahead(0.8, 1, 10, model=nn.Linear(2, 2, device="meta"))
+    live.load_state_dict(state)
+    assert live.started and {t.device.type for t in live.slow.values()} == {"meta"}
+
+
+def test_averaging_allocates_nothing_during_an_update() -> None:
+    """Allocated with the model: an update (inside the OOM-retried region) only copies in place,
+    so an out-of-memory error cannot strike after the optimizer step."""
+    model = nn.Linear(3, 3)
+    la = Lookahead(0.8, 1, 10, model=model)
+    buffers = {k: v.data_ptr() for k, v in la.slow.items()}
+    _set(model, 2.0)
+    la.after_update(model, 1)
+    assert {k: v.data_ptr() for k, v in la.slow.items()} == buffers
+    assert all(torch.equal(la.slow[k], v) for k, v in model.state_dict().items())  # started at the weights
+    assert Lookahead(0.8, 1, 10, model=model).state_dict() == {"slow": None}  # not started: nothing to save
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the device mismatch needs a CUDA device")
+def test_cuda_resume_with_lookahead_continues(tmp_path) -> None:
+    """A checkpoint loaded on the CPU and restored into a CUDA run: the next averaging step runs."""
+    import io
+
+    from conftest import tiny_config
+
+    from quicktrain.engine.checkpoint import capture, restore
+    from quicktrain.engine.setup import build_run
+    from quicktrain.engine.step import train_step
+
+    overrides = {"run.device": "cuda", "optim.lookahead": 0.8, "optim.lookahead_every": 1}
+    first = build_run(tiny_config(tmp_path / "a", **overrides), progress=False)
+    batch = next(iter(first.train_loader))
+    train_step(first.state, batch)
+    buffer = io.BytesIO()
+    torch.save(capture(first.state, {}), buffer)
+    buffer.seek(0)
+    second = build_run(tiny_config(tmp_path / "b", **overrides), progress=False)
+    restore(second.state, torch.load(buffer, map_location="cpu", weights_only=True))
+    train_step(second.state, batch)  # lerp_ between the restored slow weights and the CUDA model
+    assert {t.device.type for t in second.state.averaging.slow.values()} == {"cuda"}

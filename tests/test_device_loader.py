@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from conftest import tiny_config
 
@@ -13,6 +14,7 @@ from quicktrain.data.augment import AugmentSpec, CropFlip, crop_flip, cutout
 from quicktrain.data.device_loader import DeviceLoader, crop_flip_tensor
 from quicktrain.data.loader import make_loader, order_fingerprint, set_epoch
 from quicktrain.data.sources import load_arrays
+from quicktrain.data.synthetic import make_synthetic
 from quicktrain.engine.trainer import train
 
 CPU = torch.device("cpu")
@@ -119,3 +121,16 @@ def test_the_banner_says_how_training_images_are_augmented(tmp_path, capsys) -> 
     assert "augment       random crop (padding 2, reflect), alternate flip\n" in capsys.readouterr().out
     assert main(["train", *tiny, "--no-augment", "--out", str(tmp_path / "plain")]) == 0
     assert "augment       off\n" in capsys.readouterr().out
+
+
+def test_a_split_too_big_for_the_device_is_a_one_line_error(monkeypatch):
+    from quicktrain.errors import ConfigError
+
+    split = make_synthetic(num_train=8, num_test=1).train
+
+    def full(self, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(torch.Tensor, "to", full)
+    with pytest.raises(ConfigError, match="does not fit in cpu's memory beside the model; use --loader torch"):
+        DeviceLoader(split, batch_size=4, seed=0, device=torch.device("cpu"))

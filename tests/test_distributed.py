@@ -122,3 +122,14 @@ def test_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     assert json.loads((compressed / "summary.json").read_text())["ddp_comm_hook"] == "bf16"
     drift = max(float((c[k].float() - a[k].float()).abs().max()) for k in a)
     assert 0 < drift < 1e-2  # gradients rounded to bf16 on the wire: close to fp32's, not identical
+
+
+def test_a_numbered_gpu_under_torchrun_is_refused(monkeypatch) -> None:
+    """cuda:N would put every rank on GPU N (NCCL: "Duplicate GPU"); each rank takes its LOCAL_RANK's."""
+    from quicktrain.engine.setup import resolve_device
+    from quicktrain.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ConfigError, match=r"run.device=cuda:1 under torchrun .* use --device cuda"):
+        resolve_device("cuda:1", local_rank=0)
+    assert resolve_device("cuda", local_rank=3) == torch.device("cuda", 3)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import make_state, tiny_config
+from torch import nn
 
 from quicktrain.engine import oom as oom_module
 from quicktrain.engine.checkpoint import find_resume, list_checkpoints
@@ -330,3 +331,43 @@ def test_oom_under_data_parallelism_stops_with_the_micro_batch_to_resume_with(mo
         TrainingError, match="on rank 1 of 2; the ranks must split alike: resume with --micro-batch-size 4"
     ):
         oom.step_with_oom_retry(state, uint8_batch(16))
+
+
+def test_a_checkpoint_from_more_gpus_resumes_on_fewer(monkeypatch, quicktrain_log):
+    """Four GPUs' random states restored on a machine that sees one: the one it has, and a warning
+    (set_rng_state_all raised IndexError)."""
+    from quicktrain.engine import checkpoint
+
+    restored = []
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, index: restored.append(index))
+    checkpoint._restore_cuda_rng([torch.zeros(4, dtype=torch.uint8)] * 4)
+    assert restored == [0] and "random state of 4 GPUs, this process sees 1" in quicktrain_log.text
+
+
+def test_out_of_memory_recovery_runs_after_the_traceback_is_released(monkeypatch):
+    """The activations of the failed attempt are referenced from the traceback's frames while the
+    except block runs; recovery (which empties the CUDA cache) must come after it."""
+    import gc
+    import sys
+
+    from quicktrain.engine import oom
+
+    seen = []
+    attempts = {"n": 0}
+
+    def step(state, batch):
+        attempts["n"] += 1
+        if attempts["n"] == 1:
+            raise torch.OutOfMemoryError("simulated")
+        return "done"
+
+    def undo(state, before):
+        seen.append(sys.exc_info()[0])  # None outside an except block
+        gc.collect()
+
+    monkeypatch.setattr(oom, "train_step", step)
+    monkeypatch.setattr(oom, "undo_attempt", undo)
+    state = make_state(nn.Linear(2, 2), micro_batch_size=4)
+    assert oom.step_with_oom_retry(state, None) == "done"
+    assert seen == [None] and state.micro_batch_size == 2

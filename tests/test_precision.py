@@ -130,3 +130,19 @@ def test_bf16_autocast_on_cpu_trains():
 def test_fp16_on_cuda_uses_a_scaler():
     p = resolve_precision("fp16", torch.device("cuda"))
     assert p.needs_scaler and p.make_scaler().is_enabled()
+
+
+def test_auto_on_cuda_counts_only_native_bf16(monkeypatch):
+    """torch.cuda.is_bf16_supported() counts emulation (T4, V100): auto must pick fp16 there."""
+    from quicktrain.techniques import precision
+
+    asked = {}
+
+    def supported(including_emulation=True):
+        asked["including_emulation"] = including_emulation
+        return including_emulation  # a T4: bf16 only emulated
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", supported)
+    assert precision.resolve_precision("auto", torch.device("cuda")).mode == "fp16"
+    assert asked == {"including_emulation": False}
+    assert precision.tune_values("cuda", False) == ["off", "fp16"]

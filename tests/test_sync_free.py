@@ -33,6 +33,7 @@ SYNC_POINTS = [
     (torch, "nonzero"),
     (torch, "masked_select"),
     (torch, "unique"),
+    (torch, "bincount"),
     (torch.amp.GradScaler, "get_scale"),
 ]
 
@@ -167,3 +168,15 @@ def test_cuda_updates_run_under_sync_debug_mode_error(tmp_path, amp, loader):
         train_step(run.state, batch)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_evaluation_counts_without_reading_the_device():
+    """The confusion matrix is accumulated with a fixed-size index_add_, not bincount (whose
+    output size needs the largest label on the host)."""
+    from quicktrain.metrics import confusion_matrix
+
+    preds, targets = torch.tensor([0, 2, 1, 1]), torch.tensor([0, 1, 1, 2])
+    with counting_syncs() as calls:
+        cm = confusion_matrix(preds, targets, 3)
+    assert dict(calls) == {}
+    assert cm.tolist() == [[1, 0, 0], [0, 1, 1], [0, 1, 0]]

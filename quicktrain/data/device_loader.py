@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
 from quicktrain.data.arrays import Split
 from quicktrain.data.augment import PAD4_RANDOM_FLIP, PAD_MODES, AugmentSpec, CropFlip, cutout_mask, jitter_affine
 from quicktrain.data.loader import EpochBatches
+from quicktrain.errors import ConfigError
 
 
 def crop_flip_tensor(
@@ -59,8 +60,19 @@ class DeviceLoader:
     ) -> None:
         self.batch_sampler = EpochBatches(len(split), batch_size, seed, shuffle=True, rank=rank, world=world)
         self.n, self.seed, self.augment, self.device, self.spec = len(split), seed, augment, device, spec
-        images = torch.from_numpy(split.images).to(device).permute(0, 3, 1, 2)  # (N, C, H, W) uint8
-        self.padded = F.pad(images, (spec.pad,) * 4, mode=PAD_MODES[spec.fill]) if augment else images.contiguous()
+        images = split.images  # (N, H, W, C) uint8 on the host
+        if augment:  # padded on the host: the device holds one copy of the split, not the raw and the padded
+            pad = ((0, 0), (spec.pad, spec.pad), (spec.pad, spec.pad), (0, 0))
+            images = np.pad(images, pad, mode=PAD_MODES[spec.fill])
+        try:
+            nchw = np.ascontiguousarray(images.transpose(0, 3, 1, 2))  # laid out on the host too: one device copy
+            self.padded = torch.from_numpy(nchw).to(device)  # (N, C, H', W') uint8
+        except torch.OutOfMemoryError:
+            raise ConfigError(
+                f"data.loader=device: the training split ({images.nbytes / 2**30:.2f} GiB as uint8"
+                f"{', padded' if augment else ''}) does not fit in {device}'s memory beside the model; "
+                "use --loader torch (or --max-train-samples)"
+            ) from None
         self.labels = torch.from_numpy(split.labels).to(device)
         self._params: tuple[int, dict[str, torch.Tensor]] | None = None
         self._pixel_stats = tuple(torch.from_numpy(a).to(device) for a in spec.pixel_stats())  # for colour jitter

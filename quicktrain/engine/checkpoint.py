@@ -59,7 +59,20 @@ def restore(state: TrainState, ckpt: dict[str, Any]) -> None:
     state.counters.load_state_dict(ckpt["counters"])
     torch.set_rng_state(ckpt["rng"]["torch"])
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+        _restore_cuda_rng(ckpt["rng"]["cuda"])
+
+
+def _restore_cuda_rng(states: list[torch.Tensor]) -> None:
+    """One generator state per GPU the checkpoint's process saw; a resume that sees fewer (or more)
+    GPUs restores those it has, and says so."""
+    count = torch.cuda.device_count()
+    for index, state in enumerate(states[:count]):
+        torch.cuda.set_rng_state(state, index)
+    if len(states) != count:
+        log.warning(
+            f"the checkpoint holds the random state of {len(states)} GPUs, this process sees {count}: "
+            f"restored {min(len(states), count)}"
+        )
 
 
 def save_checkpoint(folder: Path, payload: dict[str, Any], keep: int) -> Path:

@@ -36,23 +36,24 @@ def step_with_oom_retry(state: TrainState, batch: tuple[torch.Tensor, torch.Tens
         try:
             return train_step(state, batch)
         except torch.OutOfMemoryError:
-            undo_attempt(state, before)
-            if state.distributed.active:
-                raise TrainingError(
-                    f"out of memory at micro-batch {state.micro_batch_size} on rank {state.distributed.rank} of "
-                    f"{state.distributed.world}; the ranks must split alike: resume with --micro-batch-size "
-                    f"{max(1, state.micro_batch_size // 2)} (--resume)"
-                ) from None
-            if state.micro_batch_size <= 1:
-                raise TrainingError(
-                    "out of memory even at micro-batch 1; use a smaller model or --image-size, or a larger device"
-                ) from None
-            state.micro_batch_size = max(1, state.micro_batch_size // 2)
-            state.counters.oom_halvings += 1
-            log.warning(
-                f"out of memory: micro-batch halved to {state.micro_batch_size} (accumulation steps doubled; "
-                "the effective batch and the update are unchanged); retrying this update"
-            )
+            pass  # recovered below: inside this block the traceback's frames still hold the activations
+        undo_attempt(state, before)
+        if state.distributed.active:
+            raise TrainingError(
+                f"out of memory at micro-batch {state.micro_batch_size} on rank {state.distributed.rank} of "
+                f"{state.distributed.world}; the ranks must split alike: resume with --micro-batch-size "
+                f"{max(1, state.micro_batch_size // 2)} (--resume)"
+            ) from None
+        if state.micro_batch_size <= 1:
+            raise TrainingError(
+                "out of memory even at micro-batch 1; use a smaller model or --image-size, or a larger device"
+            ) from None
+        state.micro_batch_size = max(1, state.micro_batch_size // 2)
+        state.counters.oom_halvings += 1
+        log.warning(
+            f"out of memory: micro-batch halved to {state.micro_batch_size} (accumulation steps doubled; "
+            "the effective batch and the update are unchanged); retrying this update"
+        )
 
 
 def undo_attempt(state: TrainState, before) -> None:

@@ -107,6 +107,11 @@ def augment_spec(data: DataConfig, normalization: Normalization | None = None) -
 
 
 def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
+    if local_rank is not None and torch.cuda.is_available() and name.startswith("cuda:"):
+        raise ConfigError(
+            f"run.device={name} under torchrun would send every process to the same GPU; use --device cuda "
+            "(each process takes the GPU of its LOCAL_RANK; choose GPUs with CUDA_VISIBLE_DEVICES)"
+        )
     if local_rank is not None and torch.cuda.is_available() and name in ("auto", "cuda"):
         return torch.device("cuda", local_rank)  # one GPU per data-parallel process
     if name == "auto":
@@ -197,7 +202,9 @@ def _build(
     total_updates = updates_per_epoch * cfg.run.epochs
     scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
     state = TrainState(
-        model=distributed.wrap(techniques.wrap_model(model), device),
+        # compile around DDP, not inside it: torch.compile's DDPOptimizer then splits the graph at the
+        # gradient buckets, so all-reduce overlaps backward
+        model=techniques.wrap_model(distributed.wrap(model, device)),
         optimizer=optimizer,
         scheduler=scheduler,
         scaler=techniques.precision.make_scaler(),
@@ -208,7 +215,7 @@ def _build(
         grad_clip=cfg.optim.grad_clip,
         distributed=distributed,
         guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
-        averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates),
+        averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates, model),
         resize=ProgressiveResize(cfg.data.low_res, cfg.data.low_res_epochs),
         early=early,
     )

@@ -14,7 +14,10 @@ import torch
 def confusion_matrix(preds: torch.Tensor, targets: torch.Tensor, num_classes: int) -> torch.Tensor:
     """(C, C) int64 counts, rows = true class, columns = predicted class."""
     flat = targets.long() * num_classes + preds.long()
-    return torch.bincount(flat, minlength=num_classes * num_classes).view(num_classes, num_classes)
+    # index_add_ into a fixed size: bincount sizes its output from the largest value, which on CUDA
+    # means reading it on the host (a sync every evaluation batch)
+    counts = torch.zeros(num_classes * num_classes, dtype=torch.long, device=flat.device)
+    return counts.index_add_(0, flat, torch.ones_like(flat)).view(num_classes, num_classes)
 
 
 def accuracy(cm: torch.Tensor) -> float:

@@ -57,10 +57,14 @@ def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The module whose state dict is saved: no DDP wrapper, no compile wrapper."""
-    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
-        model = model.module
-    return getattr(model, "_orig_mod", model)
+    """The module whose state dict is saved: no DDP wrapper, no compile wrapper (in either order)."""
+    while True:
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
 
 
 def resolve_channels_last(cfg, device: torch.device, distributed=None) -> ChannelsLast:

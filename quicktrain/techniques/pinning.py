@@ -21,11 +21,14 @@ class Pinning(Technique):
     requested: bool
     active: bool  # pin in the loader and copy non_blocking
     note: str = ""  # why a request was not acted on
+    cuda: bool = False  # there is a host-to-device copy to overlap
     name = "pin"
 
     def banner(self) -> str:
         if self.note:
             return f"off (asked for, but {self.note}; recorded as pin_memory_active=false)"
+        if self.cuda and not self.active:  # off by default, as in torch's DataLoader and timm
+            return "off: each batch's copy to the GPU waits for it (--pin-memory overlaps them)"
         return "on" if self.active else "off"
 
     def record(self) -> dict[str, object]:
@@ -35,7 +38,7 @@ class Pinning(Technique):
 def resolve_pinning(requested: bool, device: torch.device) -> Pinning:
     if requested and device.type != "cuda":
         return Pinning(True, False, f"it has no effect on device '{device}': there is no host-to-device copy")
-    return Pinning(requested, requested)
+    return Pinning(requested, requested, cuda=device.type == "cuda")
 
 
 def resolve(cfg, device: torch.device, distributed=None) -> Pinning:
