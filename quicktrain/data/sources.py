@@ -9,7 +9,7 @@ from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Arrays, balanced_subset, carve_validation
 from quicktrain.errors import DataError
 
-DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "cifar10", "cifar100", "imagefolder:PATH")
+DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "mnist5k", "digits", "cifar10", "cifar100", "imagefolder:PATH")
 
 
 def load_arrays(
@@ -64,6 +64,10 @@ def _load(cfg: DataConfig, progress: bool) -> Arrays:
         from quicktrain.data.sample import load_sample
 
         arrays = load_sample()
+    elif name in ("mnist5k", "digits"):
+        from quicktrain.data.digits import load_digit_set
+
+        arrays = load_digit_set(name)
     elif name in ("cifar10", "cifar100"):
         from quicktrain.data.cifar import load_cifar
 
