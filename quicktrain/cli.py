@@ -330,7 +330,7 @@ def _add_autotune_parser(sub: Any) -> None:
     autotune.add_argument(
         "--switches",
         default=tunable,
-        help=f"which techniques to combine (the others stay at their plain value) [{tunable}]",
+        help=f"which techniques to combine (the others keep the config's value, e.g. --amp bf16) [{tunable}]",
     )
     _add_job_options(autotune, "candidate", skip=())
 
@@ -477,7 +477,12 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     device = _device_of(base)
     switches = tuple(name.strip() for name in args.switches.split(",") if name.strip())
     result = autotune(
-        base, candidates(device, args.with_compile, switches), args.repeats, args.warmup, args.steps, args.tolerance
+        base,
+        candidates(device, args.with_compile, switches, base),
+        args.repeats,
+        args.warmup,
+        args.steps,
+        args.tolerance,
     )
     out = Path(args.out or f"runs/autotune-{model_slug(base.model.name)}.yaml")
     write_fragment(result, out, " ".join(["quicktrain", *args.argv]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from quicktrain.cli import main
 from quicktrain.config import Config
@@ -110,3 +111,10 @@ def test_real_tiny_model_writes_a_config_that_trains(tmp_path: Path) -> None:
     run = ["train", "--config", str(out), "--dataset", "synthetic", "--max-train-samples", "32", "--epochs", "1",
            "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
     assert main(run) == 0
+
+
+def test_techniques_not_tuned_keep_the_base_configs_value() -> None:
+    base = Config.from_overrides({"techniques.amp": "bf16", "techniques.channels_last": True})
+    cands = candidates(torch.device("cpu"), with_compile=False, switches=("loader",), base=base)
+    assert [c.name for c in cands] == ["amp=bf16+channels_last", "amp=bf16+channels_last+loader=device"]
+    assert all(c.overrides()["techniques.amp"] == "bf16" for c in cands)

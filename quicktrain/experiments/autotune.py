@@ -74,15 +74,24 @@ def switch_names() -> tuple[str, ...]:
     return tuple(s.name for s in tunable())
 
 
-def candidates(device: torch.device, with_compile: bool, switches: tuple[str, ...] | None = None) -> list[Candidate]:
+def candidates(
+    device: torch.device, with_compile: bool, switches: tuple[str, ...] | None = None, base: Config | None = None
+) -> list[Candidate]:
     """Every combination of the ``switches`` this device has (default: every tunable technique);
-    the others stay at their plain value."""
+    the others keep ``base``'s value (their plain value without one). The first is the reference."""
     names = switch_names()
     switches = names if switches is None else switches
     unknown = sorted(set(switches) - set(names))
     if unknown:
         raise ConfigError(f"unknown autotune switch '{unknown[0]}'; accepted: {', '.join(names)}")
-    options = [s.tune_values(device.type, with_compile) if s.name in switches else [s.off] for s in tunable()]
+
+    def kept(spec: Spec) -> Any:
+        if base is None:
+            return spec.off
+        section, _, leaf = spec.key.partition(".")
+        return getattr(getattr(base, section), leaf)
+
+    options = [s.tune_values(device.type, with_compile) if s.name in switches else [kept(s)] for s in tunable()]
     return [Candidate(**dict(zip(names, values))) for values in itertools.product(*options)]
 
 
@@ -146,7 +155,8 @@ class AutotuneResult:
     config: Config
 
     def table(self) -> list[dict[str, Any]]:
-        base = statistics.median(self.results.get(Candidate(), [float("nan")]))
+        reference = next(iter(self.results))  # the first timed: plain, or the base config's own setting
+        base = statistics.median(self.results[reference])
         rows = []
         for c, values in sorted(self.results.items(), key=lambda kv: -statistics.median(kv[1])):
             m = statistics.median(values)
