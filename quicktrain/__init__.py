@@ -17,6 +17,7 @@ Example:
 __version__ = "0.1.0"
 
 from quicktrain.config import Config
+from quicktrain.lazy import lazy_attributes
 
 # torch, timm and Ignite load on first use of these, so `quicktrain --help` and `quicktrain
 # report` start without them
@@ -28,12 +29,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'quicktrain' has no attribute '{name}'")
+__getattr__ = lazy_attributes("quicktrain", _LAZY)
 
 
 __all__ = ["Config", "RunResult", "__version__", "create_model", "list_models", "train"]

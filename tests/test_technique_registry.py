@@ -130,3 +130,13 @@ def test_cuda_flags_are_set_explicitly_and_restored(monkeypatch):
         assert torch.backends.cudnn.allow_tf32 is True and torch.backends.cudnn.benchmark is before[2]
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = before
+
+
+def test_the_registry_and_the_record_format_import_no_torch():
+    """--help, the record format and reports list the techniques without loading torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, quicktrain.techniques.registry, quicktrain.records; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

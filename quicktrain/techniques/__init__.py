@@ -9,7 +9,7 @@ read without it.
 
 from __future__ import annotations
 
-import importlib
+from quicktrain.lazy import lazy_attributes
 
 _LAZY = {
     "Accumulation": "quicktrain.techniques.accumulation",
@@ -36,10 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'quicktrain.techniques' has no attribute '{name}'")
+__getattr__ = lazy_attributes("quicktrain.techniques", _LAZY)
 
 
 __all__ = sorted(_LAZY)
