@@ -192,3 +192,19 @@ def test_cli_report_errors_on_a_folder_without_records(tmp_path: Path, capsys: p
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no run records" in err
+
+
+def test_curves_are_drawn_against_training_time() -> None:
+    """The evaluation rows' training clock when a run has them, else its epochs' times summed."""
+    from quicktrain.reporting.plots import _curve
+    from quicktrain.reporting.runs import RunInfo
+
+    def info(history, evals):
+        return RunInfo(Path("r"), "m", "d", "baseline", 0, "completed", None, {}, history, evals)
+
+    evals = [{"updates": 2, "train_time_s": 1.5, "test_accuracy": 0.2}, {"updates": 4, "train_time_s": 3.0,
+             "test_accuracy": 0.4}]  # fmt: skip
+    assert _curve(info([], evals)) == ([1.5, 3.0], [0.2, 0.4])
+    history = [{"epoch": 1, "epoch_time_s": 2.0, "test_accuracy": 0.3}, {"epoch": 2, "epoch_time_s": 2.5}]
+    history.append({"epoch": 3, "epoch_time_s": 1.0, "test_accuracy": 0.5})
+    assert _curve(info(history, [])) == ([2.0, 5.5], [0.3, 0.5])

@@ -50,9 +50,16 @@ def write_report(root: str | Path, out: str | Path | None = None, tolerance: flo
     out.mkdir(parents=True, exist_ok=True)
     groups = group_runs(runs)
     plots = [
-        ("Speed-up per combination (whiskers: min-max over repeats)", speedup_bars(groups, out / "speedup.png")),
-        ("Accuracy against training time (RQ2)", tradeoff(groups, out / "tradeoff.png")),
-        ("Test accuracy per epoch (median over repeats)", accuracy_curves(groups, out / "curves.png")),
+        (
+            "Speed-up over the baseline: time to the target paired by seed where every seed of both reached it, "
+            "else per fixed work (hatched); bars are medians, whiskers min-max over seeds",
+            speedup_bars(groups, out / "speedup.png"),
+        ),
+        ("Final accuracy against training time, one point per run (RQ2)", tradeoff(groups, out / "tradeoff.png")),
+        (
+            "Test accuracy against training time, one line per seed, the target dashed",
+            accuracy_curves(groups, out / "curves.png"),
+        ),
     ]
     parts = [_header(root, runs, groups)]
     for key, arms in groups.items():
