@@ -208,3 +208,18 @@ def test_curves_are_drawn_against_training_time() -> None:
     history = [{"epoch": 1, "epoch_time_s": 2.0, "test_accuracy": 0.3}, {"epoch": 2, "epoch_time_s": 2.5}]
     history.append({"epoch": 3, "epoch_time_s": 1.0, "test_accuracy": 0.5})
     assert _curve(info(history, [])) == ([2.0, 5.5], [0.3, 0.5])
+
+
+def test_a_dataset_table_sets_the_models_side_by_side(tmp_path: Path) -> None:
+    """RQ2/RQ4: per dataset, every model and arm with its time to target, paired speed-up and verdict."""
+    for seed in range(3):
+        for model, slow in (("m1", 10.0), ("m2", 20.0)):
+            write_run(tmp_path, model, "baseline", seed, slow, 0.8, target_accuracy=0.5, time_to_target_s=slow / 2)
+            write_run(tmp_path, model, "amp", seed, slow / 2, 0.8, target_accuracy=0.5, time_to_target_s=slow / 4)
+    text = write_report(tmp_path).read_text()
+    table = text.split("## Models on synthetic")[1].split("##")[0]
+    rows = [line for line in table.splitlines() if line.startswith(("| m1", "| m2"))]
+    assert [r.split(" | ")[:2] for r in rows] == [["| m1", "baseline"], ["| m1", "amp"], ["| m2", "baseline"],
+                                                  ["| m2", "amp"]]  # fmt: skip
+    assert "| 2.00x [2.00-2.00] |" in rows[1] and "10.0 [10.0-10.0]" in rows[2]
+    assert "no accuracy loss" in rows[1]

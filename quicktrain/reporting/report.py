@@ -14,7 +14,7 @@ from pathlib import Path
 
 from quicktrain.atomic import atomic_write_text
 from quicktrain.errors import ConfigError
-from quicktrain.reporting.findings import findings, target_mode
+from quicktrain.reporting.findings import accuracy_verdict, findings, target_mode
 from quicktrain.reporting.plots import accuracy_curves, speedup_bars, tradeoff
 from quicktrain.reporting.runs import BASELINE, ArmStats, Groups, group_runs, load_runs, mlperf_mean
 
@@ -62,6 +62,11 @@ def write_report(root: str | Path, out: str | Path | None = None, tolerance: flo
         ),
     ]
     parts = [_header(root, runs, groups)]
+    datasets = sorted({dataset for _, dataset in groups})
+    if len(groups) > 1:  # several models or datasets: one table per dataset, models side by side (RQ2, RQ4)
+        for dataset in datasets:
+            chosen = {model: arms for (model, d), arms in groups.items() if d == dataset}
+            parts.append(f"## Models on {dataset}\n\n{_models_table(chosen, tolerance)}")
     for key, arms in groups.items():
         parts.append(f"## {key[0]} on {key[1]}\n\n{_table(arms)}")
     parts.append("## Plots\n\n" + "\n\n".join(f"{title}\n\n![{p.stem}]({p.name})" for title, p in plots if p))
@@ -104,6 +109,30 @@ def _spread(values: list[float], spec: str, unit: str = "") -> str:
     if not values:
         return "-"
     return f"{statistics.median(values):{spec}}{unit} [{min(values):{spec}}-{max(values):{spec}}]"
+
+
+MODEL_COLUMNS = (
+    "model", "arm", "seeds", "time to target s median [min-max]", "speed-up to target (paired)",
+    "final test acc median [min-max]", "macro-F1", "accuracy against the baseline",
+)  # fmt: skip
+
+
+def _models_table(models: dict[str, dict[str, ArmStats]], tolerance: float) -> str:
+    """Every model and arm on one dataset: the time to target, the paired speed-up, the final
+    accuracy and the no-loss verdict, so families compare at a glance."""
+    rows = []
+    for model, arms in sorted(models.items()):
+        base = arms.get(BASELINE)
+        for arm in arms.values():
+            ttt = arm.values("time_to_target_s")
+            reached = "" if arm.all_reached or not arm.target else f" ({arm.reached} of {arm.n} reached)"
+            speedup = _spread(arm.target_speedups, ".2f", "x") if arm.target_speedups else "-"
+            verdict = "-" if arm.arm == BASELINE or base is None else accuracy_verdict(arm, base, tolerance).text
+            rows.append([model, arm.arm, str(arm.n), _spread(ttt, ".1f") + reached, speedup,
+                         _spread(arm.values("test_accuracy"), ".4f"), _fmt(arm.median("test_f1_macro"), ".4f"),
+                         verdict])  # fmt: skip
+    head = "| " + " | ".join(MODEL_COLUMNS) + " |\n|" + "---|" * len(MODEL_COLUMNS)
+    return head + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
 def _table(arms: dict[str, ArmStats]) -> str:
