@@ -178,7 +178,7 @@ def test_synthetic_is_deterministic_and_sized():
 
 
 def test_unknown_dataset_lists_the_accepted_ones():
-    accepted = "accepted: sample, synthetic, synthetic:CLASSES, cifar10, cifar100, imagefolder:PATH"
+    accepted = "accepted: sample, synthetic, synthetic:CLASSES, mnist5k, digits, cifar10, cifar100, imagefolder:PATH"
     with pytest.raises(DataError, match=accepted):
         load_arrays(DataConfig(dataset="mnist"))
 
