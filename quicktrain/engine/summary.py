@@ -21,7 +21,7 @@ def build_summary(
 ) -> dict[str, Any]:
     """summary.json: what ran, how it ended, its final held-out scores (from the last
     evaluation, which may be mid-epoch) and its time to the target."""
-    cfg, counters, described = run.config, run.completed, run.techniques.describe()
+    cfg, counters, described = run.config, run.completed, run.techniques.record()
     last = evals[-1] if evals else {}
     val_scores = [r["val_accuracy"] for r in evals if "val_accuracy" in r]
     test_scores = [r["test_accuracy"] for r in evals if "test_accuracy" in r]

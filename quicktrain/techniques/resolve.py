@@ -93,8 +93,6 @@ class Techniques:
         out["world_size"] = self.distributed.world
         return out
 
-    describe = record  # what was derived, for the banner and the run record
-
 
 def resolve_techniques(cfg: Config, device: torch.device, distributed: Distributed | None = None) -> Techniques:
     """Resolve every registered technique for ``device``; ``distributed``: this process's place in a
