@@ -68,7 +68,10 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (
             else:
                 convert, extra = _converter(key, tp)
                 kwargs.update(type=convert, metavar=leaf.name.upper(), **extra)
-            kwargs["help"] += f" [{key}, default: {leaf.default}]"
+            default = leaf.default if leaf.default is not dataclasses.MISSING else leaf.default_factory()
+            if isinstance(default, list):
+                default = " ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in default)
+            kwargs["help"] += f" [{key}, default: {default}]"
             group.add_argument(_flag(key), **kwargs)
 
 

@@ -27,6 +27,8 @@ from quicktrain.errors import ConfigError
 
 def opt(default: Any, help: str) -> Any:
     """A config field with its default and the one help text that the CLI and the docs show."""
+    if isinstance(default, list):  # a fresh list per instance, as dataclasses require
+        return field(default_factory=lambda: list(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
 
 
@@ -48,7 +50,28 @@ class DataConfig:
         "torch: a DataLoader over host memory; device: the whole training split as one uint8 tensor on the "
         "training device, shuffled, cropped and flipped there (same batches as torch for one seed; no workers)",
     )
-    augment: bool = opt(True, "random crop (padding of --crop-pad) and horizontal flip on training images")
+    augment: bool = opt(
+        True,
+        "random crops (pad-and-crop for thumbnails, RandomResizedCrop for photos; see --crop) and horizontal flips "
+        "of training images",
+    )
+    crop: Literal["auto", "pad", "resized"] = opt(
+        "auto",
+        "pad: CIFAR's crops (images decoded to --resolution squares, padded by --crop-pad, cropped back); resized: "
+        "photos keep their aspect ratio, train on RandomResizedCrop (--crop-scale, --crop-ratio) and evaluate on a "
+        "resize-and-centre-crop (--crop-pct); auto: pad for square images of at most 64 px, resized otherwise",
+    )
+    crop_scale: list[float] = opt([0.08, 1.0], "RandomResizedCrop: the range of the crop's share of the image area")
+    crop_ratio: list[float] = opt([0.75, 4 / 3], "RandomResizedCrop: the range of the crop's aspect ratio (w/h)")
+    crop_pct: float = opt(
+        0.875,
+        "photos: evaluation resizes the shorter side to size / crop_pct and keeps the centre size x size (timm's)",
+    )
+    store_size: int | None = opt(
+        None,
+        "photos: the shorter side of the decoded images kept in the photo store (default: the larger of "
+        "size / crop_pct and 1.15 x size)",
+    )
     crop_pad: int = opt(4, "padding of the random crop: images shift by up to this many pixels")
     crop_fill: Literal["zero", "reflect"] = opt(
         "zero",
@@ -81,7 +104,12 @@ class DataConfig:
         "and decodes each batch in the loader's workers (--workers), for folders bigger than memory; auto streams "
         "when the decoded splits would exceed $QUICKTRAIN_MEMORY_BUDGET_MB or half the available memory",
     )
-    resolution: int = opt(32, "imagefolder images of another size are resized to this when decoded")
+    resolution: int | None = opt(
+        None,
+        "imagefolder: the training size; thumbnails are decoded to this square, photos cropped to it (default: "
+        "thumbnails' own size; photos: --image-size, else the median shorter side rounded down to a multiple of "
+        "32, at most 224)",
+    )
     low_res: int | None = opt(
         None,
         "progressive resizing: train the first --low-res-epochs epochs on images downscaled to this size on the "
@@ -108,7 +136,11 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = opt("resnet18", "model from the registry; see 'quicktrain models'")
-    image_size: int | None = opt(None, "resize inputs to this size on the device (pretrained ImageNet models want 224)")
+    image_size: int | None = opt(
+        None,
+        "resize inputs to this size on the device (pretrained ImageNet models want 224); for a folder of photos "
+        "without --resolution, the size they are cropped to",
+    )
     pretrained: str | None = opt(
         None, "local state-dict file to start from, or 'hub' to download ImageNet weights via timm"
     )
@@ -538,6 +570,7 @@ def _validate(cfg: Config) -> None:
         "optim.lookahead_every": cfg.optim.lookahead_every,
         "optim.muon_lr": cfg.optim.muon_lr,
         "data.low_res": cfg.data.low_res,
+        "data.store_size": cfg.data.store_size,
     }
     for key, value in positive.items():
         if value is not None and value <= 0:
@@ -564,6 +597,13 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("data.mean and data.std go together: give both (e.g. --mean 0.5 --std 0.25) or neither")
     if cfg.data.std is not None and min(cfg.data.std) <= 0:
         raise ConfigError(f"data.std={cfg.data.std} must be positive")
+    scale, ratio = cfg.data.crop_scale, cfg.data.crop_ratio
+    if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
+        raise ConfigError(f"data.crop_scale={scale} must be two fractions 0 < low <= high <= 1, e.g. 0.08 1.0")
+    if len(ratio) != 2 or not 0 < ratio[0] <= ratio[1]:
+        raise ConfigError(f"data.crop_ratio={ratio} must be two aspect ratios 0 < low <= high, e.g. 0.75 1.3333")
+    if not 0.0 < cfg.data.crop_pct <= 1.0:
+        raise ConfigError(f"data.crop_pct={cfg.data.crop_pct} must be in (0, 1], e.g. 0.875 (timm's) or 1.0")
     if not 0.0 <= cfg.data.contrast < 1.0:
         raise ConfigError(f"data.contrast={cfg.data.contrast} must be in [0, 1), e.g. 0.13, or 0 for off")
     if not 0.0 <= cfg.data.val_fraction < 1.0:

@@ -17,6 +17,7 @@ import csv
 import inspect
 import io
 import json
+import math
 import tempfile
 import time
 import warnings
@@ -46,6 +47,26 @@ class LoadedRun:
     classes: list[str]
     image_size: int
     weights: Path
+
+    @property
+    def input(self) -> dict[str, Any]:
+        """How the run turned image files into inputs (its summary's ``input``): crop pad (a square
+        decode at ``size``) or resized (photos: resize the shorter side, centre crop ``size``)."""
+        recorded = self.summary.get("input")
+        if recorded:
+            return recorded
+        return {"crop": "pad", "size": self.config.data.resolution or self.image_size}  # runs before photos
+
+    def decode(self, path: Path) -> np.ndarray:
+        """One image file as the run's evaluation saw it: (size, size, 3) uint8."""
+        spec = self.input
+        if spec["crop"] == "resized":
+            from quicktrain.data.photo_store import eval_crop
+
+            return eval_crop(path, spec["store_side"], spec["size"], spec["crop_pct"])
+        from quicktrain.data.imagefolder import decode_image
+
+        return decode_image(path, spec["size"])
 
 
 def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto") -> LoadedRun:
@@ -109,9 +130,11 @@ def evaluate_run(
     asked = {key: value for key, value in (("run.tta", tta), ("run.tta_fraction", tta_fraction)) if value is not None}
     run = Config.from_overrides(asked, base=loaded.config).run  # checked as any config is
     tta, tta_fraction = run.tta, run.tta_fraction
+    spec = loaded.input  # the run's own crop and size, not what this folder would resolve to
+    photo = {"crop_pct": spec["crop_pct"], "store_size": spec["store_side"]} if spec["crop"] == "resized" else {}
     data = DataConfig(
-        dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=loaded.config.data.resolution,
-        max_test_samples=max_samples, max_train_samples=1, cache_dir=loaded.config.data.cache_dir,
+        dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=spec["size"], crop=spec["crop"],
+        max_test_samples=max_samples, max_train_samples=1, cache_dir=loaded.config.data.cache_dir, **photo,
     )  # fmt: skip
     arrays = load_arrays(data, progress=False)
     if arrays.num_classes != len(loaded.classes):
@@ -206,13 +229,10 @@ def predict(loaded: LoadedRun, files: list[Path], batch_size: int = 256, progres
     """The predicted class and the class probabilities of each image file."""
     from tqdm import tqdm
 
-    from quicktrain.data.imagefolder import decode_image
-
     rows = []
-    resolution = loaded.config.data.resolution
     for start in tqdm(range(0, len(files), batch_size), desc="predict", unit="batch", disable=not progress):
         chunk = files[start : start + batch_size]
-        images = np.stack([decode_image(p, resolution) for p in chunk])
+        images = np.stack([loaded.decode(p) for p in chunk])
         x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(loaded.inputs.device)
         with loaded.precision.autocast():
             logits = loaded.model(loaded.inputs(x))
@@ -268,13 +288,20 @@ def preprocessing(loaded: LoadedRun, uint8_input: bool = False) -> dict[str, Any
     info: dict[str, Any] = {
         "model": loaded.config.model.name,
         "classes": loaded.classes,
-        "decode_size": loaded.config.data.resolution,  # images are decoded (resized) to this square first
+        "decode_size": loaded.input["size"],  # images are decoded (resized, or centre-cropped: crop) to this first
         "image_size": loaded.config.model.image_size or loaded.image_size,
         "channel_order": "RGB",
         "mean": list(mean),
         "std": list(std),
         "normalization_source": norm.get("source"),
     }
+    if loaded.input["crop"] == "resized":
+        info["crop"] = (
+            f"resize the shorter side to {math.floor(loaded.input['size'] / loaded.input['crop_pct'])} px "
+            f"(bilinear, antialiased), keep the centre {loaded.input['size']} x {loaded.input['size']}"
+        )
+    else:
+        info["crop"] = f"resize the whole image to {loaded.input['size']} x {loaded.input['size']} (bilinear)"
     if uint8_input:
         info["input"] = "uint8 (N, H, W, 3) RGB at decode_size; normalisation and resizing are inside the graph"
     else:
@@ -296,7 +323,7 @@ def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4, uint8_
     g = torch.Generator().manual_seed(0)
     if uint8_input:
         model = _Uint8Input(model, tuple(info["mean"]), tuple(info["std"]), loaded.config.model.image_size).eval()
-        side = loaded.config.data.resolution
+        side = loaded.input["size"]
         x = torch.randint(0, 256, (check_inputs, side, side, 3), generator=g, dtype=torch.uint8)
     else:
         size = info["image_size"]

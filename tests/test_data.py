@@ -126,8 +126,10 @@ def test_a_damaged_cache_file_is_reported_once_and_rebuilt(tmp_path, monkeypatch
 def test_imagefolder_subset_is_balanced_and_resizes(tmp_path):
     _write_folder(tmp_path / "ds", per_class=6, size=40, fmt="JPEG")
     cfg = DataConfig(dataset=f"imagefolder:{tmp_path / 'ds'}", max_train_samples=9, max_test_samples=3)
+    assert load_arrays(cfg, progress=False).train.images.shape == (9, 40, 40, 3)  # thumbnails: their own size
+    cfg = DataConfig(dataset=f"imagefolder:{tmp_path / 'ds'}", max_train_samples=9, max_test_samples=3, resolution=32)
     arrays = load_arrays(cfg, progress=False)
-    assert arrays.train.images.shape == (9, 32, 32, 3)
+    assert arrays.train.images.shape == (9, 32, 32, 3) and arrays.crop == "pad"
     assert np.bincount(arrays.train.labels).tolist() == [3, 3, 3]
     assert np.bincount(arrays.test.labels).tolist() == [1, 1, 1]
 

@@ -9,7 +9,8 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Split:
-    images: np.ndarray  # (N, H, W, 3) uint8, HWC as decoders produce it (or FileImages, decoded when indexed)
+    images: np.ndarray  # (N, H, W, 3) uint8, HWC as decoders produce it (or a lazy stand-in: FileImages,
+    # PhotoStore, PhotoFiles, which decode or crop the images asked for when indexed)
     labels: np.ndarray  # (N,) int64
 
     def __post_init__(self) -> None:
@@ -20,12 +21,17 @@ class Split:
         return len(self.labels)
 
     @property
-    def streamed(self) -> bool:
-        """Decoded per batch from files (:mod:`quicktrain.data.stream`), not held in memory."""
+    def lazy(self) -> bool:
+        """Produced per batch (decoded from files, or cropped from a photo store), not one array."""
         return not isinstance(self.images, np.ndarray)
 
+    @property
+    def streamed(self) -> bool:
+        """Decoded per batch from files (:mod:`quicktrain.data.stream`), not held in memory."""
+        return getattr(self.images, "streamed", self.lazy)
+
     def take(self, indices: np.ndarray) -> Split:
-        images = self.images.take(indices) if self.streamed else self.images[indices]
+        images = self.images.take(indices) if self.lazy else self.images[indices]
         return Split(images, self.labels[indices])
 
 
@@ -39,6 +45,8 @@ class Arrays:
     test: Split | None  # None when not loaded (tuning never reads it)
     source: str  # where it came from, for the run record
     val: Split | None = None  # carved out of the training split by --val-fraction
+    crop: str = "pad"  # training crops: pad (CIFAR's pad-and-crop) or resized (photos: RandomResizedCrop)
+    source_sizes: dict | None = None  # imagefolder: the files' sizes (see imagefolder.size_summary)
 
     @property
     def num_classes(self) -> int:

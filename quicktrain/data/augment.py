@@ -32,8 +32,11 @@ import numpy as np
 
 @dataclass(frozen=True)
 class AugmentSpec:
-    """The training augmentation's settings (config ``data.crop_pad``, ``data.flip``)."""
+    """The training augmentation's settings (config ``data.crop_pad``, ``data.flip``, ...)."""
 
+    crop: Literal["pad", "resized"] = "pad"  # pad-and-crop, or RandomResizedCrop (photos: photo_crops)
+    scale: tuple[float, float] = (0.08, 1.0)  # RandomResizedCrop's share of the area
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)  # and its aspect ratio range
     pad: int = 4  # crops shift the image by up to this many pixels
     flip: Literal["random", "alternate"] = "random"
     cutout: int = 0  # side of the blanked square; 0: no cutout
@@ -54,7 +57,12 @@ class AugmentSpec:
     def describe(self) -> str:
         cutout = f", cutout {self.cutout} px" if self.cutout else ""
         jitter = f", colour jitter (brightness {self.brightness:g}, contrast {self.contrast:g})" if self.jitter else ""
-        return f"random crop (padding {self.pad}, {self.fill}), {self.flip} flip{cutout}{jitter}"
+        if self.crop == "resized":
+            (a, b), (r, q) = self.scale, self.ratio
+            crop = f"random resized crop (area {a:g}-{b:g}, ratio {r:.3g}-{q:.3g})"
+        else:
+            crop = f"random crop (padding {self.pad}, {self.fill})"
+        return f"{crop}, {self.flip} flip{cutout}{jitter}"
 
 
 PAD_MODES = {"zero": "constant", "reflect": "reflect"}  # fill -> the pad mode, as numpy and torch both name it

@@ -1,19 +1,28 @@
 """``imagefolder:PATH`` datasets: ``PATH/train/<class>/*`` and ``PATH/test/<class>/*`` (or
 ``PATH/val/<class>/*`` as the held-out split when there is no ``test/``).
 
-In memory (``data.data_mode=memory``), images are decoded once with Pillow into uint8 arrays
-and cached (``.npz`` keyed by the folder, the files' names, sizes and modification times, and
-the decode resolution), so the next run starts in a second instead of decoding 60,000 JPEGs
-again. Streamed (``stream``, or ``auto`` when the decoded set would not fit the memory
-budget), only the file list is kept and each batch is decoded when it is loaded
-(:mod:`quicktrain.data.stream`).
+Two kinds of folder, told apart from the headers of up to 256 training files (``data.crop=auto``):
+
+* **Thumbnails** (square, at most 64 px: CIFAR or MNIST saved as files) are trained as CIFAR is:
+  decoded at ``data.resolution`` (default: their own size), padded-and-cropped. In memory
+  (``data.data_mode=memory``) they are decoded once into uint8 arrays and cached (``.npz``
+  keyed by the folder, the files' names, sizes and modification times, and the resolution);
+  streamed (``stream``, or ``auto`` when they would not fit the memory budget), each batch is
+  decoded when it is loaded (:mod:`quicktrain.data.stream`).
+* **Photos** (anything else) keep their aspect ratio: RandomResizedCrop for training, resize and
+  centre crop for evaluation (:mod:`quicktrain.data.photo_crops`) at ``data.resolution`` (default:
+  ``model.image_size``, else the median shorter side rounded down to a multiple of 32, at most
+  224), read from a memory-mapped store of downscaled images built once in parallel
+  (:mod:`quicktrain.data.photo_store`), or decoded per batch with ``data_mode=stream``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +31,7 @@ from tqdm import tqdm
 
 from quicktrain.data.arrays import Arrays, Split, balanced_subset
 from quicktrain.data.cache import atomic_save_npz, cache_root, load_cached
+from quicktrain.data.photo_store import PhotoFiles, open_store
 from quicktrain.data.stream import FileImages, decoded_bytes, memory_budget_bytes
 from quicktrain.errors import DataError
 
@@ -48,15 +58,18 @@ def list_split(root: Path, split: str) -> tuple[list[str], list[Path], np.ndarra
 
 def load_imagefolder(
     path: str | Path,
-    resolution: int = 32,
+    resolution: int | None = None,
     max_train: int | None = None,
     max_test: int | None = None,
     cache_dir: str | None = None,
     progress: bool = True,
     load_test: bool = True,
     mode: str = "memory",
+    photo: PhotoOptions | None = None,
 ) -> Arrays:
-    """``mode``: memory, stream, or auto (stream when the decoded splits exceed the budget)."""
+    """``mode``: memory, stream, or auto (stream when the decoded splits exceed the budget).
+    ``resolution`` None: from the images (module doc); ``photo`` the photo pipeline's options."""
+    photo = photo or PhotoOptions()
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"imagefolder path '{root}' does not exist or is not a folder")
@@ -72,14 +85,99 @@ def load_imagefolder(
             )
         parts.append((test_paths, test_labels, max_test))
     chosen = [(balanced_subset(labels, limit), paths, labels) for paths, labels, limit in parts]
-    stream = _choose_stream(mode, sum(len(keep) for keep, _, _ in chosen), resolution)
-    splits = []
+    train_files = [train_paths[i] for i in chosen[0][0]]
+    probed = probe_sizes(train_files)
+    crop = photo.crop if photo.crop != "auto" else ("pad" if looks_like_thumbnails(probed) else "resized")
+    if crop == "pad":
+        resolution = resolution or int(np.median(probed.max(axis=1)))
+        stream = _choose_stream(mode, sum(len(keep) for keep, _, _ in chosen), resolution)
+    else:
+        resolution = resolution or photo.size_hint or default_photo_size(probed)
+        side = photo.store_side(resolution)
+        stream = mode == "stream"
+    splits, sizes = [], size_summary(probed, len(train_files))
     for keep, paths, labels in chosen:
         files = [paths[i] for i in keep]
-        images = FileImages(files, resolution) if stream else _decode_cached(files, resolution, cache_dir, progress)
+        if crop == "resized" and stream:
+            images = PhotoFiles(files, side, resolution, photo.crop_pct)
+        elif crop == "resized":
+            need = _store_bytes(probed, side, len(files))
+            images = open_store(files, side, resolution, photo.crop_pct, cache_dir, photo.workers, progress, need)
+            if not splits:  # the training store knows every source size, not just the probed ones
+                sizes = size_summary(images.source_sizes(), len(files))
+        elif stream:
+            images = FileImages(files, resolution)
+        else:
+            images = _decode_cached(files, resolution, cache_dir, progress)
         splits.append(Split(images, labels[keep]))
     test = splits[1] if load_test else None
-    return Arrays(f"imagefolder:{root}", tuple(train_classes), splits[0], test, source=str(root))
+    return Arrays(
+        f"imagefolder:{root}", tuple(train_classes), splits[0], test, source=str(root), crop=crop, source_sizes=sizes
+    )
+
+
+@dataclass(frozen=True)
+class PhotoOptions:
+    """How a folder of photos is cropped and stored (config ``data.crop``, ``crop_pct``, ``store_size``)."""
+
+    crop: str = "auto"  # auto, pad or resized
+    crop_pct: float = 0.875
+    store_size: int | None = None  # the store's shorter side; None: store_side()'s default
+    size_hint: int | None = None  # model.image_size: the training size when data.resolution is not given
+    workers: int | None = None  # processes that build the store; None: every CPU
+
+    def store_side(self, size: int) -> int:
+        """The stored shorter side: given, or enough for the evaluation crop (size / crop_pct) and
+        1.15x the training size (FFCV's margin for the training crops), whichever is larger."""
+        return self.store_size or max(math.floor(size / self.crop_pct), math.ceil(1.15 * size))
+
+
+PROBE_LIMIT = 256  # files whose headers decide the crop and default size (evenly spread)
+THUMBNAIL_SIDE = 64  # square images up to this side are trained CIFAR-style
+
+
+def probe_sizes(paths: list[Path], limit: int = PROBE_LIMIT) -> np.ndarray:
+    """(height, width) of up to ``limit`` of ``paths``, evenly spread; from headers, no decoding."""
+    step = max(1, len(paths) // limit)
+    sizes = []
+    for p in paths[::step][:limit]:
+        try:
+            with Image.open(p) as img:
+                sizes.append((img.size[1], img.size[0]))
+        except (OSError, ValueError) as err:
+            raise DataError(f"cannot decode image '{p}': {err}") from None
+    return np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+
+
+def looks_like_thumbnails(sizes: np.ndarray) -> bool:
+    """Square and small (CIFAR, MNIST exported as files): trained with pad-and-crop at their size."""
+    return bool((sizes[:, 0] == sizes[:, 1]).all() and sizes.max() <= THUMBNAIL_SIDE)
+
+
+def default_photo_size(sizes: np.ndarray) -> int:
+    """The training size a photo folder gets by default: the median shorter side rounded down to a
+    multiple of 32, at most 224 (ImageNet's) and at least 32."""
+    return int(min(224, max(32, int(np.median(sizes.min(axis=1))) // 32 * 32)))
+
+
+def size_summary(sizes: np.ndarray, total: int) -> dict:
+    """min / median / max of the source widths and heights (of ``len(sizes)`` of ``total`` files)."""
+    h, w = sizes[:, 0], sizes[:, 1]
+    pick = {"min": np.min, "median": np.median, "max": np.max}
+    return {"files": total, "measured": len(sizes), **{k: [int(f(w)), int(f(h))] for k, f in pick.items()}}
+
+
+def describe_sizes(sizes: dict) -> str:
+    """'source 300x225 .. 640x480 px (median 512x384)' for the banner."""
+    lo, mid, hi = ("x".join(map(str, sizes[k])) for k in ("min", "median", "max"))
+    measured = "" if sizes["measured"] == sizes["files"] else f", {sizes['measured']} of {sizes['files']} measured"
+    return f"source {lo} .. {hi} px (median {mid}{measured})"
+
+
+def _store_bytes(probed: np.ndarray, side: int, count: int) -> int:
+    """About how many bytes ``count`` images like the probed ones take in a store of ``side``."""
+    scale = np.minimum(1.0, side / probed.min(axis=1).astype(np.float64))
+    return int(count * float(np.mean(probed[:, 0] * scale * probed[:, 1] * scale)) * 3)
 
 
 def _choose_stream(mode: str, count: int, resolution: int) -> bool:

@@ -50,10 +50,17 @@ class ArrayDataset(Dataset):
 
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         epoch, idx = np.divmod(np.asarray(indices), len(self.split))
-        images = self.split.images[idx]
-        if self.augment:
+        if not self.augment:
+            images = self.split.images[idx]
+        else:
             p = self.params(int(epoch[0]))  # a batch never spans two epochs
-            images = crop_flip(images, p.dy[idx], p.dx[idx], p.flip[idx], self.spec.pad, self.spec.fill)
+            if self.spec.crop == "resized":  # photos: crops of the stored images, not of the evaluation crops
+                s = self.spec
+                images = self.split.images.train_crops(idx, self.seed, int(epoch[0]), p.flip[idx], s.scale, s.ratio)
+            else:
+                images = crop_flip(
+                    self.split.images[idx], p.dy[idx], p.dx[idx], p.flip[idx], self.spec.pad, self.spec.fill
+                )
             if p.centre is not None:
                 images = cutout(images, p.centre[idx], self.spec.cutout)
             if p.shift is not None:
@@ -156,6 +163,7 @@ def make_loader(
         num_workers=workers,
         pin_memory=pin,
         collate_fn=_as_batch,
+        persistent_workers=workers > 0,  # started once, not every epoch (the epoch travels with the indices)
         # its own generator, so creating worker iterators never draws from the global RNG
         generator=torch.Generator().manual_seed(seed),
     )
@@ -171,7 +179,7 @@ def set_epoch(loader: DataLoader, epoch: int, start_batch: int = 0) -> None:
 def order_fingerprint(n: int, seed: int, epochs: int, augment: bool, spec: AugmentSpec = PAD4_RANDOM_FLIP) -> str:
     """A short hash of every epoch's sample order and augmentation parameters: runs with the
     same fingerprint saw identical training inputs in identical order."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(repr((spec.crop, spec.scale, spec.ratio)).encode() if spec.crop == "resized" else b"")
     for epoch in range(epochs):
         digest.update(np.asarray(epoch_order(n, seed, epoch), dtype=np.int64).tobytes())
         if augment:

@@ -6,6 +6,12 @@ An item is ``(image, label)``: the image a PIL image, a uint8 tensor or array (C
 8-bit files), or grayscale (H, W) / (1, H, W), which is repeated over three channels; the label
 an int. Every image must have the same square size (resize in the dataset's transform).
 
+A dataset is read once, so a random transform (torchvision's ``RandomResizedCrop``, ``RandAugment``,
+...) would be frozen to one draw for the whole run: it is refused with a one-line error saying what to
+do instead (drop it and let quicktrain augment per epoch, or save the images as a folder for
+``imagefolder:PATH``, whose photos get RandomResizedCrop per epoch). Random transforms are found by
+name in the dataset's ``transform`` and by reading the first item under several seeds.
+
 Example:
     >>> import torch
     >>> from torch.utils.data import TensorDataset
@@ -48,6 +54,7 @@ def _split(dataset: Any, what: str, progress: bool) -> Split:
         raise DataError(f"{what} must be a map-style dataset (with __len__ and __getitem__)") from None
     if n == 0:
         raise DataError(f"{what} is empty")
+    _refuse_random_transform(dataset, what)
     first = _image(dataset[0][0], what, 0)
     images = np.empty((n, *first.shape), dtype=np.uint8)
     labels = np.empty(n, dtype=np.int64)
@@ -60,6 +67,56 @@ def _split(dataset: Any, what: str, progress: bool) -> Split:
     if first.shape[0] != first.shape[1]:
         raise DataError(f"{what} images are {first.shape[0]}x{first.shape[1]}; square images are needed")
     return Split(images, labels)
+
+
+RANDOM_TRANSFORMS = ("ColorJitter", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "GaussianBlur",
+                     "ElasticTransform", "MixUp", "CutMix")  # fmt: skip
+_SEEDS = 6  # reads of the first item; a transform random only in a flip looks fixed with chance 1/32
+
+
+def _refuse_random_transform(dataset: Any, what: str) -> None:
+    found = _random_by_name(getattr(dataset, "transform", None)) or _random_by_reading(dataset)
+    if found:
+        raise DataError(
+            f"{what} has a random transform ({found}); it is read once, which would freeze that randomness to one "
+            "draw for every epoch: remove it and use quicktrain's per-epoch augmentation (--augment, --crop), or "
+            "save the images under train/<class>/ and test/<class>/ and use --dataset imagefolder:PATH"
+        )
+
+
+def _random_by_name(transform: Any, depth: int = 0) -> str | None:
+    if transform is None or depth > 4:
+        return None
+    name = type(transform).__name__
+    if name.startswith("Random") or name in RANDOM_TRANSFORMS:
+        return name
+    for inner in getattr(transform, "transforms", None) or []:  # Compose and its kin
+        found = _random_by_name(inner, depth + 1)
+        if found:
+            return found
+    return None
+
+
+def _random_by_reading(dataset: Any) -> str | None:
+    import random
+
+    import torch
+
+    reads = []
+    state = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            for seed in range(_SEEDS):
+                random.seed(seed)
+                np.random.seed(seed)
+                torch.manual_seed(seed)
+                reads.append(_image(dataset[0][0], "dataset", 0))
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+    if any(r.shape != reads[0].shape or not np.array_equal(r, reads[0]) for r in reads[1:]):
+        return "its first item differs between reads under different seeds"
+    return None
 
 
 def _image(image: Any, what: str, index: int) -> np.ndarray:

@@ -47,7 +47,8 @@ class InputPipeline:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) uint8 on the device -> (B, 3, S, S) float32 in ``memory_format``."""
-        x = torch.addcmul(self.shift, x.float(), self.scale)
+        x = x.float()
+        x = torch.addcmul(self.shift, x, self.scale, out=x)  # in place: one float batch allocated, not two
         if self.image_size is not None and x.shape[-1] != self.image_size:
             x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
         return x.contiguous(memory_format=self.memory_format)

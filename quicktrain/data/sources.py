@@ -13,17 +13,22 @@ DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "mnist5k", "digits", "ci
 
 
 def load_arrays(
-    cfg: DataConfig, progress: bool = True, seed: int = 0, objects: tuple[Any, Any] | None = None
+    cfg: DataConfig,
+    progress: bool = True,
+    seed: int = 0,
+    objects: tuple[Any, Any] | None = None,
+    size_hint: int | None = None,
 ) -> Arrays:
     """Load (and subset) the dataset named by ``cfg.dataset``, or the user's ``(train_data,
     test_data)`` datasets; carve the validation split (chosen by ``seed``) out of the training
-    split; leave the test split unread unless ``cfg.load_test``."""
+    split; leave the test split unread unless ``cfg.load_test``. ``size_hint`` (the model's
+    image size) is the training size of a photo folder when ``cfg.resolution`` is not given."""
     if objects is not None:
         from quicktrain.data.objects import arrays_from_datasets
 
         arrays = subset(arrays_from_datasets(*objects, progress=progress), cfg.max_train_samples, cfg.max_test_samples)
     else:
-        arrays = _load(cfg, progress)
+        arrays = _load(cfg, progress, size_hint)
     if not cfg.load_test:
         arrays = dataclasses.replace(arrays, test=None)
     if cfg.val_fraction > 0:
@@ -32,10 +37,10 @@ def load_arrays(
     return arrays
 
 
-def _load(cfg: DataConfig, progress: bool) -> Arrays:
+def _load(cfg: DataConfig, progress: bool, size_hint: int | None = None) -> Arrays:
     name = cfg.dataset
     if name.startswith("imagefolder:"):
-        from quicktrain.data.imagefolder import load_imagefolder
+        from quicktrain.data.imagefolder import PhotoOptions, load_imagefolder
 
         path = name.partition(":")[2]
         if not path:
@@ -50,7 +55,10 @@ def _load(cfg: DataConfig, progress: bool) -> Arrays:
             progress,
             cfg.load_test,
             cfg.data_mode,
+            PhotoOptions(cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None),
         )
+    if cfg.crop == "resized":
+        raise DataError(f"data.crop=resized is for imagefolder:PATH folders of photos; {name} holds fixed-size images")
     if cfg.data_mode == "stream":
         raise DataError(f"data.data_mode=stream works for imagefolder:PATH datasets; {name} is read into memory")
     if name == "synthetic" or name.startswith("synthetic:"):
@@ -86,4 +94,6 @@ def subset(arrays: Arrays, max_train: int | None, max_test: int | None) -> Array
         arrays.train.take(balanced_subset(arrays.train.labels, max_train)),
         arrays.test.take(balanced_subset(arrays.test.labels, max_test)) if arrays.test is not None else None,
         arrays.source,
+        crop=arrays.crop,
+        source_sizes=arrays.source_sizes,
     )

@@ -60,7 +60,8 @@ def cached_channel_stats(images: np.ndarray, source: str, cache_dir: str | None 
         except (ValueError, KeyError):
             log.warning(f"normalisation cache '{path}' is damaged; recomputing it")
     if not isinstance(images, np.ndarray):
-        log.info(f"normalisation: one pass over {len(images)} streamed training images (cached for later runs)")
-    mean, std = channel_stats(images)
+        kind = "streamed" if getattr(images, "streamed", True) else "stored"
+        log.info(f"normalisation: one pass over {len(images)} {kind} training images (cached for later runs)")
+    mean, std = channel_stats(images, chunk=4096 if isinstance(images, np.ndarray) else 256)
     atomic_write_text(path, json.dumps({"mean": mean, "std": std}) + "\n")
     return mean, std

@@ -6,6 +6,7 @@ Everything that can reject the user's input happens here, before any file is wri
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from quicktrain.config import Config, DataConfig
 from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.augment import AugmentSpec
 from quicktrain.data.device_loader import DeviceLoader
+from quicktrain.data.imagefolder import describe_sizes
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
@@ -51,6 +53,7 @@ class Run:
     num_params: int
     model_note: str | None = None  # how the net was adapted to the image size, for the banner
     normalization: Normalization | None = None
+    augment: AugmentSpec = field(default_factory=AugmentSpec)  # the training augmentation, resolved
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
     # an interrupted run reports, so time and work always cover the same epochs
     completed: Counters = field(default_factory=Counters)
@@ -91,11 +94,14 @@ def _per_channel(values: list[float]) -> tuple[float, ...]:
     return tuple(values) * 3 if len(values) == 1 else tuple(values)  # one value: every channel
 
 
-def augment_spec(data: DataConfig, normalization: Normalization | None = None) -> AugmentSpec:
+def augment_spec(data: DataConfig, normalization: Normalization | None = None, crop: str = "pad") -> AugmentSpec:
     """The training augmentation; ``normalization`` (the inputs' mean and std) is what colour jitter
-    works in, so a run passes it."""
+    works in, so a run passes it; ``crop`` is the dataset's resolved crop (pad or resized)."""
     stats = {} if normalization is None else {"mean": normalization.mean, "std": normalization.std}
     return AugmentSpec(
+        crop=crop,
+        scale=tuple(data.crop_scale),
+        ratio=tuple(data.crop_ratio),
         pad=data.crop_pad,
         flip=data.flip,
         cutout=data.cutout,
@@ -156,7 +162,7 @@ def _build(
     if not distributed.is_main:
         logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
     entry = check_model(cfg.model.name) if model is None else None
-    arrays = load_arrays(cfg.data, progress=progress, seed=cfg.run.seed, objects=data)
+    arrays = load_arrays(cfg.data, progress, cfg.run.seed, data, size_hint=cfg.model.image_size)
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
     image_size = cfg.model.image_size or arrays.image_size
     if model is None:
@@ -182,12 +188,17 @@ def _build(
 
     acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
-    augment, spec = cfg.data.augment, augment_spec(cfg.data, normalization)
+    augment, spec = cfg.data.augment, augment_spec(cfg.data, normalization, arrays.crop)
     if cfg.data.loader == "device":
         if arrays.train.streamed:
             raise ConfigError(
                 "data.loader=device holds the training split on the device, but it is streamed from files "
                 "(data.data_mode); use --data-mode memory, or --loader torch with --workers"
+            )
+        if arrays.crop == "resized":
+            raise ConfigError(
+                "data.loader=device holds equal-sized images on the device; photos keep their aspect ratio and "
+                "are cropped per epoch from the photo store: use --loader torch with --workers"
             )
         train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, augment, rank, world, spec)
     else:
@@ -233,6 +244,7 @@ def _build(
         num_params=num_params,
         model_note=_model_note(entry, image_size),
         normalization=normalization,
+        augment=spec,
     )
 
 
@@ -241,6 +253,17 @@ def _eval_loader(split: Split | None, cfg: Config, pin: bool, dist: Distributed)
         return None
     return make_loader(
         split, cfg.run.eval_batch_size, False, cfg.run.seed, cfg.data.workers, pin, rank=dist.rank, world=dist.world
+    )
+
+
+def photo_line(arrays: Arrays, crop_pct: float) -> str:
+    """The banner's line for a folder of photos: source sizes, training and evaluation crops, store."""
+    images, size = arrays.train.images, arrays.image_size
+    kept = "decoded per batch from the files" if arrays.train.streamed else "a memory-mapped store"
+    return (
+        f"{describe_sizes(arrays.source_sizes)}; aspect kept, shorter side {images.side} px in {kept}; "
+        f"trained on {size} px random resized crops, evaluated on the centre {size} px after resizing the shorter "
+        f"side to {math.floor(size / crop_pct)} px (crop_pct {crop_pct:g})"
     )
 
 
@@ -283,7 +306,8 @@ def describe(run: Run) -> list[str]:
             else f", {cfg.data.workers} loader workers"
         )
         + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
-        f"  augment       {augment_spec(cfg.data).describe() if cfg.data.augment else 'off'}",
+        *([f"  photos        {photo_line(run.arrays, cfg.data.crop_pct)}"] if run.arrays.crop == "resized" else []),
+        f"  augment       {run.augment.describe() if cfg.data.augment else 'off'}",
         f"  optimizer     {cfg.optim.optimizer}"
         + (
             f" (conv/hidden weights: lr {cfg.optim.muon_lr:g}, momentum {cfg.optim.muon_momentum:g}"

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from quicktrain.data.loader import order_fingerprint
-from quicktrain.engine.setup import Run, augment_spec
+from quicktrain.engine.setup import Run
 from quicktrain.metrics import peak_memory_mb, per_class
 
 
@@ -94,13 +94,14 @@ def build_summary(
         "device": str(run.device),
         "seed": cfg.run.seed,
         "data_order": order_fingerprint(
-            len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment, augment_spec(cfg.data)
+            len(run.arrays.train), cfg.run.seed, cfg.run.epochs, cfg.data.augment, run.augment
         ),
         "train_samples": len(run.arrays.train),
         "val_samples": len(run.arrays.val) if run.arrays.val is not None else 0,
         "test_samples": len(run.arrays.test) if run.arrays.test is not None else 0,
         "image_size": run.image_size,
-        "data_mode": "stream" if run.arrays.train.streamed else "memory",
+        "data_mode": "stream" if run.arrays.train.streamed else ("store" if run.arrays.train.lazy else "memory"),
+        "input": _input(run),
         "normalization": _normalization(run),
         "num_classes": run.arrays.num_classes,
         "classes": list(run.arrays.classes),
@@ -109,6 +110,21 @@ def build_summary(
         "lr": cfg.optim.lr,
         "finished_at": datetime.now().isoformat(timespec="seconds"),
     }
+
+
+def _input(run: Run) -> dict[str, Any]:
+    """How images became the model's inputs: the crop kind and size, and for photos the source sizes,
+    the evaluation crop and the stored side."""
+    arrays, data = run.arrays, run.config.data
+    record: dict[str, Any] = {"crop": arrays.crop, "size": arrays.image_size}
+    if arrays.crop == "resized":
+        record.update(
+            crop_scale=list(data.crop_scale), crop_ratio=list(data.crop_ratio), crop_pct=data.crop_pct,
+            store_side=arrays.train.images.side,
+        )  # fmt: skip
+    if arrays.source_sizes is not None:
+        record["source_sizes"] = arrays.source_sizes
+    return record
 
 
 def _normalization(run: Run) -> dict[str, Any] | None:
