@@ -20,7 +20,7 @@ Without ``--folder``, a photo-like folder is built from the CIFAR-10 JPEG copy: 
 upscaled (bicubic) to a random size with sides of 256-512 px and a random aspect ratio, saved as
 JPEG (quality 90).
 
-    python benchmarks/photo_loader.py --cifar ../shared/datasets/cifar10-jpeg --build /tmp/photos \\
+    python benchmarks/photo_loader.py --cifar ../shared/datasets/cifar10-jpeg --build photo-bench \\
         --train-per-class 200 --test-per-class 50 --workers 2 --epochs 3 --seeds 3 --json OUT.json
 """
 
