@@ -1,6 +1,8 @@
 """Muon: the Newton-Schulz orthogonalisation against known answers, the SGD half against
 torch's SGD, and which weights each half takes."""
 
+import copy
+
 import pytest
 import torch
 
@@ -112,3 +114,75 @@ def test_muon_optimizer_from_config_covers_every_parameter_once_and_trains():
         sched.step()
     assert losses[-1] < losses[0]
     assert muon[0]["lr"] < 0.1  # the schedule scales Muon's groups too
+
+
+def _muon_pair(seed: int = 0):
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Linear(8, 3))
+    twin = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Linear(8, 3))
+    twin.load_state_dict(net.state_dict())
+
+    def opt(m):
+        groups = [{"params": [m[0].weight], "muon": True, "fixed_norm": True}, {"params": [*m[0:1].parameters()][1:]}]
+        groups.append({"params": list(m[1].parameters()), "weight_decay": 0.01})
+        return MuonSGD(groups, lr=0.05, momentum=0.9)
+
+    return net, opt(net), twin, opt(twin)
+
+
+def test_grad_scaler_steps_muon_on_the_device_like_an_unscaled_step(monkeypatch):
+    """Under fp16's GradScaler Muon takes the scale and the overflow flag as tensors: the same
+    update as stepping the unscaled gradients, an overflowing update skipped (parameters and
+    momentum untouched), and no host read of the flag (``Tensor.item`` is never called)."""
+    net, opt, twin, ref = _muon_pair()
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+    x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+    real_item = torch.Tensor.item
+    for step in range(4):
+        for m in (net, twin):
+            m.zero_grad()
+        torch.nn.functional.cross_entropy(twin(x), y).backward()
+        ref.step()  # the reference: plain fp32 gradients
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        scaler.scale(loss).backward()
+        if step == 2:  # an overflow: the scaler must skip this update for both optimizers alike
+            net[0].weight.grad[0, 0] = float("inf")
+            before = [p.detach().clone() for p in net.parameters()]
+            momenta = [s["momentum_buffer"].clone() for s in opt.state.values()]
+        monkeypatch.setattr(torch.Tensor, "item", lambda t: (_ for _ in ()).throw(AssertionError("host read")))
+        scaler.step(opt)
+        monkeypatch.setattr(torch.Tensor, "item", real_item)
+        scaler.update()
+        if step == 2:
+            for p, b in zip(net.parameters(), before):
+                torch.testing.assert_close(p.detach(), b, rtol=0, atol=0)
+            for s, b in zip(opt.state.values(), momenta):
+                torch.testing.assert_close(s["momentum_buffer"], b, rtol=0, atol=0)
+            twin.load_state_dict(net.state_dict())  # the reference skips it too
+            ref.load_state_dict(copy.deepcopy(opt.state_dict()))  # (loading shares the buffers)
+        else:
+            for p, q in zip(net.parameters(), twin.parameters()):
+                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert scaler.get_scale() < 1024.0 * 2**4  # the overflow halved the scale once
+
+
+def test_a_skipped_first_muon_step_leaves_the_next_step_unchanged():
+    net, opt, twin, ref = _muon_pair(1)
+    for p in net.parameters():
+        p.grad = torch.full_like(p, float("nan"))
+    opt.found_inf = torch.ones(())
+    opt.step()
+    del opt.found_inf
+    for p, q in zip(net.parameters(), twin.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    torch.manual_seed(2)
+    for m in (net, twin):
+        for p in m.parameters():
+            p.grad = None
+    grads = [torch.randn_like(p) for p in net.parameters()]
+    for m, o in ((net, opt), (twin, ref)):
+        for p, g in zip(m.parameters(), grads):
+            p.grad = g.clone()
+        o.step()
+    for p, q in zip(net.parameters(), twin.parameters()):
+        torch.testing.assert_close(p, q)

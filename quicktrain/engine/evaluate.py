@@ -35,7 +35,14 @@ def plain(model: nn.Module, x: torch.Tensor, base: torch.Tensor | None = None) -
 def mirrored(model: nn.Module, x: torch.Tensor, base: torch.Tensor | None = None) -> torch.Tensor:
     """Mean logits of the image and its left-right mirror (``base``: the image's own logits, if
     already computed)."""
-    return 0.5 * (plain(model, x, base) + model(x.flip(-1)))
+    return 0.5 * (plain(model, x, base) + model(_same_layout(x.flip(-1), x)))
+
+
+def _same_layout(view: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``view`` dense in ``like``'s memory format: a compiled model guards on input strides, so
+    a strided crop or a flip in another layout would compile the forward once more."""
+    channels_last = like.dim() == 4 and like.is_contiguous(memory_format=torch.channels_last)
+    return view.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
 
 
 def mirrored_shifted(model: nn.Module, x: torch.Tensor, base: torch.Tensor | None = None) -> torch.Tensor:
@@ -43,7 +50,7 @@ def mirrored_shifted(model: nn.Module, x: torch.Tensor, base: torch.Tensor | Non
     one pixel up-left and down-right (reflection padding): six views."""
     h, w = x.shape[-2:]
     padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
-    shifted = [padded[..., :h, :w], padded[..., 2:, 2:]]
+    shifted = [_same_layout(padded[..., :h, :w], x), _same_layout(padded[..., 2:, 2:], x)]
     return 0.5 * mirrored(model, x, base) + 0.25 * sum(mirrored(model, s) for s in shifted)
 
 
@@ -64,7 +71,7 @@ def least_confident(
             return base
         out = base.float()  # the views' mean is written into it (base itself if already float32: not read after)
         pick = out.softmax(dim=1).amax(dim=1).topk(k, largest=False).indices  # least confident first
-        out[pick] = views(model, x[pick], base[pick]).float()
+        out[pick] = views(model, _same_layout(x[pick], x), base[pick]).float()
         return out
 
     return logits_of

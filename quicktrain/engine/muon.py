@@ -83,31 +83,50 @@ class MuonSGD(torch.optim.Optimizer):
         """The Newton-Schulz precision's name, as recorded ("float32", "bfloat16")."""
         return str(self.ns_dtype).removeprefix("torch.")
 
+    # GradScaler hands a step-aware optimizer the scale and the inf flag as tensors
+    # (``grad_scale``, ``found_inf``) instead of reading the flag on the host before each step:
+    # with fp16 the update never waits for the device (fused Adam/SGD do the same).
+    _step_supports_amp_scaling = True
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        scale = getattr(self, "grad_scale", None)  # set by GradScaler.step when grads are still scaled
+        found_inf = getattr(self, "found_inf", None)  # likewise: nonzero when this update must be skipped
+        skip = None if found_inf is None else found_inf.to(torch.bool)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                grad = p.grad
-                if group["weight_decay"] and not group["muon"]:
-                    grad = grad.add(p, alpha=group["weight_decay"])
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = grad.clone()
-                    buf = state["momentum_buffer"]
-                else:
-                    buf = state["momentum_buffer"]
-                    buf.mul_(group["momentum"]).add_(grad)
-                update = grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
-                if group["muon"]:
-                    if group["fixed_norm"]:
-                        p.mul_(p.size(0) ** 0.5 / p.norm().clamp_min(1e-12))
-                    update = newton_schulz(update.reshape(len(update), -1), group["ns_steps"], dtype=self.ns_dtype)
-                    update = update.view_as(p)
-                p.add_(update, alpha=-group["lr"])
+                grad = p.grad if scale is None else p.grad / scale.to(p.grad.dtype)
+                self._update(p, grad, group, skip)
         return loss
+
+    def _update(self, p: torch.Tensor, grad: torch.Tensor, group: dict, skip: torch.Tensor | None) -> None:
+        """One parameter's step. ``skip`` (a device bool): keep the parameter and its momentum as
+        they are, decided on the device with ``torch.where`` so the host never reads it."""
+        if group["weight_decay"] and not group["muon"]:
+            grad = grad.add(p, alpha=group["weight_decay"])
+        state = self.state[p]
+        if "momentum_buffer" not in state:  # a skipped first step leaves zeros: the next step's buffer is its grad
+            buf = grad.clone() if skip is None else torch.where(skip, torch.zeros_like(grad), grad)
+            state["momentum_buffer"] = buf
+        else:
+            buf = state["momentum_buffer"]
+            if skip is None:
+                buf.mul_(group["momentum"]).add_(grad)
+            else:
+                buf.copy_(torch.where(skip, buf, buf * group["momentum"] + grad))
+        update = grad.add(buf, alpha=group["momentum"]) if group["nesterov"] else buf
+        if group["muon"]:
+            if group["fixed_norm"]:
+                factor = p.size(0) ** 0.5 / p.norm().clamp_min(1e-12)
+                p.mul_(factor if skip is None else torch.where(skip, torch.ones_like(factor), factor))
+            update = newton_schulz(update.reshape(len(update), -1), group["ns_steps"], dtype=self.ns_dtype)
+            update = update.view_as(p)
+        if skip is not None:
+            update = torch.where(skip, torch.zeros_like(update), update)
+        p.add_(update, alpha=-group["lr"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import torch
+
 from quicktrain.data.loader import order_fingerprint
 from quicktrain.engine.setup import Run
 from quicktrain.metrics import peak_memory_mb, per_class
@@ -34,7 +36,7 @@ def build_summary(
         "dataset": run.arrays.name,
         **described,
         # what was built, not what was asked: Muon has no fused kernel even on CUDA
-        "optimizer_impl": "fused" if run.state.optimizer.defaults.get("fused") else "default",
+        "optimizer_impl": _optimizer_impl(run.state.optimizer),
         "epochs": cfg.run.epochs,
         "epochs_completed": counters.epoch,
         "optimizer_updates": counters.num_updates,
@@ -130,3 +132,11 @@ def _input(run: Run) -> dict[str, Any]:
 def _normalization(run: Run) -> dict[str, Any] | None:
     norm = run.normalization
     return None if norm is None else {"mean": list(norm.mean), "std": list(norm.std), "source": norm.source}
+
+
+def _optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
+    """ "fused" (one kernel), "scaler-aware" (skips an fp16 overflow on the device, as Muon does)
+    or "default" (GradScaler reads the overflow flag on the host before the step)."""
+    if optimizer.defaults.get("fused"):
+        return "fused"
+    return "scaler-aware" if getattr(optimizer, "_step_supports_amp_scaling", False) else "default"
