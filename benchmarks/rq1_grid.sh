@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 33, RQ1 for the three families: each technique of the grid's optimised arm alone.
+#
+#   bash benchmarks/rq1_grid.sh GRID OUT [DATASET] [REPEATS]
+#
+# GRID is a finished benchmarks/rq_grid.sh folder: its baseline runs (fp32, no accumulation) are
+# linked in, so each ablation here runs only its one new arm per seed, with the grid's job, subset,
+# targets and seeds:
+#   bf16  = bf16 autocast + the layout autotune chose for the model (GRID/autotune-MODEL.yaml)
+#   accum = 2 accumulation steps, fp32
+# (bf16 + accum together is the grid's `opt` arm; pinned memory is a no-op on a CPU-only host.)
+# The baselines ran earlier, so a rerun of efficientnet_b0's baseline seed 0 (OUT/drift) comes
+# first (arm `again`, identical to the baseline): its time against the grid's says how much the
+# machine's speed moved in between.
+set -euo pipefail
+GRID=${1:?usage: rq1_grid.sh GRID OUT [DATASET] [REPEATS]}
+OUT=${2:?usage: rq1_grid.sh GRID OUT [DATASET] [REPEATS]}
+DATASET=${3:-imagefolder:../shared/datasets/cifar10-jpeg}
+REPEATS=${4:-3}
+CORE=${CORE:-1}
+export OMP_NUM_THREADS=1
+run() { taskset -c "$CORE" python -m quicktrain "$@"; }
+mkdir -p "$OUT"
+# the same jobs and targets as rq_grid.sh (CIFAR-10 subset)
+SUBSET="--max-train-samples 2000 --max-test-samples 1000"
+BATCH=128 EVAL=8
+JOBS=(
+  "resnet18|--optimizer sgd --lr 0.2 --epochs 10|0.34"
+  "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|0.29"
+  "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 20|0.18"
+)
+off="techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch"
+ablate() {  # model args target out switch
+  # shellcheck disable=SC2086
+  run ablate --techniques "${5%%=*}" --switch "$5/$off" --models "$1" --datasets "$DATASET" \
+    --repeats "$6" --batch-size "$BATCH" $2 $SUBSET --target-accuracy "$3" --no-stop-at-target \
+    --eval-every-steps "$EVAL" --no-progress --out "$4"
+}
+IFS='|' read -r model args target <<<"${JOBS[2]}"
+mkdir -p "$OUT/drift/runs"
+[[ -e "$OUT/drift/runs/${model}__cifar10-jpeg__baseline__r0" ]] || cp -al "$GRID/$model/runs/${model}__cifar10-jpeg__baseline__r0" "$OUT/drift/runs/"
+[[ -f "$OUT/drift/done" ]] || { ablate "$model" "$args" "$target" "$OUT/drift" \
+  "again=techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch" 1 \
+  && touch "$OUT/drift/done"; }
+
+for repeats in $(seq 1 "$REPEATS"); do
+  for job in "${JOBS[@]}"; do
+    IFS='|' read -r model args target <<<"$job"
+    cl=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['techniques']['channels_last'])" \
+      "$GRID/autotune-$model.yaml")
+    for arm in bf16 accum; do
+      dest="$OUT/$model-$arm"
+      mkdir -p "$dest/runs"
+      for base in "$GRID/$model"/runs/*__baseline__r*; do  # the grid's baselines, linked once
+        [[ -e "$dest/runs/$(basename "$base")" ]] || cp -al "$base" "$dest/runs/"
+      done
+      if [[ $arm == bf16 ]]; then sw="bf16=techniques.amp=bf16,techniques.accum_steps=1,techniques.channels_last=${cl,,},data.loader=torch"
+      else sw="accum=techniques.amp=off,techniques.accum_steps=2,techniques.channels_last=false,data.loader=torch"; fi
+      ablate "$model" "$args" "$target" "$dest" "$sw" "$repeats"
+    done
+  done
+done
