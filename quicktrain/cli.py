@@ -20,6 +20,18 @@ from quicktrain.config import Config, RunConfig, parse_override, smoke
 from quicktrain.errors import ConfigError, QuicktrainError
 from quicktrain.logs import one_line, setup_logging
 
+# the names timm's train.py users type, accepted beside ours (shown together in --help)
+TIMM_ALIASES = {
+    "optim.optimizer": ("--opt",),
+    "optim.schedule": ("--sched",),
+    "optim.label_smoothing": ("--smoothing",),
+    "optim.grad_clip": ("--clip-grad",),
+    "optim.model_ema": ("--model-ema-decay",),
+    "techniques.accum_steps": ("--grad-accum-steps",),
+    "model.image_size": ("--img-size",),
+    "run.out": ("--output",),
+}
+
 
 def _flag(key: str) -> str:
     return "--model" if key == "model.name" else "--" + key.split(".")[1].replace("_", "-")
@@ -72,7 +84,7 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (
             if isinstance(default, list):
                 default = " ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in default)
             kwargs["help"] += f" [{key}, default: {default}]"
-            group.add_argument(_flag(key), **kwargs)
+            group.add_argument(_flag(key), *TIMM_ALIASES.get(key, ()), **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):

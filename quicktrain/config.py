@@ -131,6 +131,24 @@ class DataConfig:
         "evaluated each epoch as val_accuracy / val_f1_macro",
     )
     load_test: bool = opt(True, "read and evaluate the held-out test split (quicktrain tune turns it off)")
+    auto_augment: str | None = opt(
+        None,
+        "automatic augmentation per training image, timm's names: rand-m<M>[-n<N>][-mstd<S>] (RandAugment, e.g. "
+        "rand-m9-mstd0.5) or trivial (TrivialAugment); torchvision's operations, on the batch's device",
+    )
+    reprob: float = opt(0.0, "random erasing: probability of filling one random rectangle per image with noise")
+    mixup: float = opt(
+        0.0,
+        "MixUp: blend each training batch with itself reversed, weight drawn from Beta(this, this) per update, "
+        "targets blended alike (soft-target cross-entropy, label smoothing included); timm's 0.8; 0: off",
+    )
+    cutmix: float = opt(
+        0.0,
+        "CutMix: paste a box of the reversed batch into each image, its area drawn from Beta(this, this) per "
+        "update, targets weighted by area; timm's 1.0; 0: off",
+    )
+    mixup_prob: float = opt(1.0, "share of updates that get MixUp or CutMix (--mixup / --cutmix)")
+    mixup_switch_prob: float = opt(0.5, "with both --mixup and --cutmix: share of mixed updates that take CutMix")
 
 
 @dataclass(frozen=True)
@@ -142,7 +160,20 @@ class ModelConfig:
         "without --resolution, the size they are cropped to",
     )
     pretrained: str | None = opt(
-        None, "local state-dict file to start from, or 'hub' to download ImageNet weights via timm"
+        None,
+        "start from a quicktrain run folder (its best.pt, else model.pt), a state-dict or checkpoint file, or "
+        "'hub' (ImageNet weights via timm); the head is re-initialised where the classes differ",
+    )
+    grad_checkpointing: bool = opt(
+        False, "recompute each block's activations in the backward pass: less memory, ~1/3 more compute (timm models)"
+    )
+    drop_path: float | None = opt(
+        None, "stochastic depth: drop each residual branch with up to this probability (timm's drop_path_rate)"
+    )
+    model_kwargs: list[str] = opt(
+        [],
+        "more keywords for the model's constructor as KEY=VALUE (values read as YAML), e.g. drop_rate=0.1 "
+        "(timm models, and factories that accept them)",
     )
 
 
@@ -175,6 +206,20 @@ class OptimConfig:
         "progress^3 and the model restarts from them; it ends on them (null: off)",
     )
     lookahead_every: int = opt(5, "optimizer updates between two lookahead averaging steps")
+    layer_decay: float | None = opt(
+        None,
+        "layer-wise lr decay for fine-tuning: layer i of n (timm's numbering: stem first, head last) trains at "
+        "lr x this^(n-1-i), so early layers move least (e.g. 0.75 for ViTs); with every optimizer",
+    )
+    model_ema: float | None = opt(
+        None,
+        "keep an exponential moving average of the weights with this decay (e.g. 0.999; timm's --model-ema-decay)"
+        ", updated after every optimizer update; its scores are the run's (the trained weights' beside them as "
+        "raw_*), best.pt takes whichever scored better on the validation split, model.pt holds the average",
+    )
+    model_ema_warmup: bool = opt(
+        True, "--model-ema: decay min(DECAY, 1 - (1 + update)^(-2/3)) as timm's ModelEmaV3, so early averages forget"
+    )
     muon_lr: float = opt(
         0.24,
         "peak learning rate of Muon's weights (--optimizer muon); 0.24 is airbench94_muon's at batch 2000: "
@@ -195,6 +240,9 @@ class OptimConfig:
         "only, then held fixed, even where the model freezes them (airbench trains its whitening bias for 3)",
     )
     early_epochs: int = opt(0, "epochs --early-params train for, from the first")
+    freeze_epochs: int = opt(
+        0, "with --pretrained: train only the classifier head for this many epochs, then every layer"
+    )
 
 
 @dataclass(frozen=True)
@@ -227,6 +275,11 @@ class TechniquesConfig:
         "none",
         "torchrun: how gradients travel between processes; none: DDP's own fp32 all-reduce (C++); bf16 / fp16: "
         "compressed to half the bytes, then averaged (PyTorch's compression hooks)",
+    )
+    sync_bn: bool = opt(
+        False,
+        "torchrun: BatchNorm statistics over the global batch, not each process's share (nn.SyncBatchNorm on CUDA; "
+        "an all-reduce of the statistics on CPU/Gloo); no effect in one process",
     )
     cpu_allocator: Literal["system", "retain"] = opt(
         "system",
@@ -390,6 +443,25 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ConfigError(f"override '{item}' is not of the form section.key=value")
     return key.strip(), load_yaml(text, source=f"override '{item}'") if text.strip() else None
+
+
+def model_keywords(model: ModelConfig) -> dict[str, Any]:
+    """The model constructor's keywords: ``--model-kwargs KEY=VALUE ...`` and ``--drop-path``.
+
+    >>> model_keywords(ModelConfig(drop_path=0.1, model_kwargs=["drop_rate=0.2"]))
+    {'drop_rate': 0.2, 'drop_path_rate': 0.1}
+    """
+    out: dict[str, Any] = {}
+    for item in model.model_kwargs:
+        key, eq, value = str(item).partition("=")
+        if not eq or not key.strip().isidentifier():
+            raise ConfigError(
+                f"model.model_kwargs: '{item}' is not KEY=VALUE with KEY a Python name, e.g. drop_rate=0.1"
+            )
+        out[key.strip()] = load_yaml(value, f"model.model_kwargs {key}") if value.strip() else None
+    if model.drop_path is not None:
+        out["drop_path_rate"] = model.drop_path
+    return out
 
 
 def option_help(key: str) -> str:
@@ -586,6 +658,7 @@ def _validate(cfg: Config) -> None:
         "optim.muon_momentum": cfg.optim.muon_momentum,
         "data.low_res_epochs": cfg.data.low_res_epochs,
         "optim.early_epochs": cfg.optim.early_epochs,
+        "optim.freeze_epochs": cfg.optim.freeze_epochs,
     }
     for key, value in non_negative.items():
         if value < 0:
@@ -623,6 +696,21 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("run.stop_at_target needs run.target_accuracy (e.g. --target-accuracy 0.9)")
     if cfg.optim.lookahead is not None and not 0.0 < cfg.optim.lookahead < 1.0:
         raise ConfigError(f"optim.lookahead={cfg.optim.lookahead} must be in (0, 1), e.g. 0.77, or null for off")
+    if cfg.optim.freeze_epochs and cfg.model.pretrained is None:
+        raise ConfigError(f"optim.freeze_epochs={cfg.optim.freeze_epochs} needs --pretrained (a head on what?)")
+    if cfg.optim.layer_decay is not None and not 0.0 < cfg.optim.layer_decay <= 1.0:
+        raise ConfigError(f"optim.layer_decay={cfg.optim.layer_decay} must be in (0, 1], e.g. 0.75, or null for off")
+    if cfg.optim.model_ema is not None and not 0.0 < cfg.optim.model_ema < 1.0:
+        raise ConfigError(f"optim.model_ema={cfg.optim.model_ema} must be in (0, 1), e.g. 0.999, or null for off")
+    for key in ("mixup", "cutmix"):
+        if getattr(cfg.data, key) < 0:
+            raise ConfigError(f"data.{key}={getattr(cfg.data, key)} must be >= 0 (a Beta distribution's alpha; 0: off)")
+    for key in ("mixup_prob", "mixup_switch_prob", "reprob"):
+        if not 0.0 <= getattr(cfg.data, key) <= 1.0:
+            raise ConfigError(f"data.{key}={getattr(cfg.data, key)} must be a probability in [0, 1]")
+    model_keywords(cfg.model)  # KEY=VALUE each
+    if cfg.model.drop_path is not None and not 0.0 <= cfg.model.drop_path < 1.0:
+        raise ConfigError(f"model.drop_path={cfg.model.drop_path} must be in [0, 1), e.g. 0.1")
     if not 0.0 <= cfg.optim.label_smoothing < 1.0:
         raise ConfigError(f"optim.label_smoothing={cfg.optim.label_smoothing} must be in [0, 1)")
     if not 0.0 < cfg.run.tta_fraction <= 1.0:

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from quicktrain.atomic import atomic_write, atomic_write_text
-from quicktrain.config import Config
+from quicktrain.config import Config, model_keywords
 from quicktrain.errors import ConfigError, DataError
 
 EXPORT_FORMATS = ("onnx", "pt2", "torchscript", "safetensors")
@@ -90,7 +90,7 @@ def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto") 
     summary = json.loads((folder / "summary.json").read_text())
     classes = summary.get("classes") or [str(i) for i in range(summary["num_classes"])]
     image_size = int(summary["image_size"])
-    model = create_model(cfg.model.name, len(classes), image_size)
+    model = create_model(cfg.model.name, len(classes), image_size, kwargs=model_keywords(cfg.model))
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
@@ -350,7 +350,8 @@ def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4, uint8_
         from quicktrain.models import create_model
 
         # a fresh model from the registry, given the exported tensors
-        rebuilt = create_model(loaded.config.model.name, len(loaded.classes), loaded.image_size).eval()
+        keywords = model_keywords(loaded.config.model)
+        rebuilt = create_model(loaded.config.model.name, len(loaded.classes), loaded.image_size, kwargs=keywords).eval()
         rebuilt.load_state_dict(load(out.read_bytes()))
         with torch.no_grad():
             got = rebuilt(x)

@@ -36,7 +36,8 @@ def test_best_pt_holds_the_best_validation_epoch_when_the_score_falls_at_the_end
     result = train(tiny_config(tmp_path / "run", **VAL, **{"run.epochs": 3}))
     s = result.summary
     per_epoch = s["optimizer_updates"] // 3
-    assert s["best_checkpoint"] == {"file": "best.pt", "val_accuracy": 0.8, "update": 2 * per_epoch, "epoch": 2.0}
+    expected = {"file": "best.pt", "val_accuracy": 0.8, "update": 2 * per_epoch, "epoch": 2.0, "weights": "scored"}
+    assert s["best_checkpoint"] == expected
     best = torch.load(result.folder / "best.pt", weights_only=True)
     at_epoch_2 = torch.load(next((result.folder / "checkpoints").glob("checkpoint-epoch0002-*.pt")), weights_only=True)[
         "model"
@@ -67,3 +68,26 @@ def test_the_final_evaluation_has_per_class_metrics_and_top5(tmp_path):
     assert all(0.0 <= r[key] <= 1.0 for r in rows for key in ("precision", "recall", "f1"))
     assert s["test_f1_macro"] == pytest.approx(sum(r["f1"] for r in rows) / len(rows))
     assert s["test_accuracy"] <= s["test_top5_accuracy"] <= 1.0
+
+
+def test_with_ema_best_pt_takes_the_trained_weights_when_they_score_better(tmp_path, monkeypatch):
+    """Each evaluation scores the EMA, then the trained weights, on validation, then test."""
+    val = {"": [0.5, 0.6], "raw": [0.7, 0.55]}  # epoch 1: the trained weights win; epoch 2: nobody beats 0.7
+    calls = {"n": 0}
+
+    def fake(*args, **kwargs):
+        epoch, slot = divmod(calls["n"], 4)
+        calls["n"] += 1
+        acc = [val[""][epoch], val["raw"][epoch], 0.5, 0.4][slot]
+        return EvalResult(loss=1.0, accuracy=acc, f1_macro=acc, samples=10)
+
+    monkeypatch.setattr(loop_module, "evaluate", fake)
+    result = train(tiny_config(tmp_path / "run", **VAL, **{"run.epochs": 2, "optim.model_ema": 0.9}))
+    s = result.summary
+    assert s["best_checkpoint"]["weights"] == "raw" and s["best_checkpoint"]["val_accuracy"] == 0.7
+    assert (s["test_accuracy"], s["raw_test_accuracy"]) == (0.5, 0.4)
+    best = torch.load(result.folder / "best.pt", weights_only=True)
+    epoch_1 = torch.load(next((result.folder / "checkpoints").glob("checkpoint-epoch0001-*.pt")), weights_only=True)
+    for key, value in best.items():
+        torch.testing.assert_close(value, epoch_1["model"][key], rtol=0, atol=0)  # the trained weights, not the EMA
+    assert any(not torch.equal(best[k], epoch_1["techniques"]["ema"]["average"][k]) for k in best)

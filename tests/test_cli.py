@@ -64,7 +64,7 @@ def test_console_script_trains_on_the_sample_and_prints_a_table(tmp_path):
         (["--dataset", "imagefolder:/nonexistent"], "does not exist"),
         (["--config", "/nonexistent.yaml"], "config file '/nonexistent.yaml' does not exist"),
         (["--out", "/proc/quicktrain-run"], "is not writable"),
-        (["--pretrained", "/nonexistent.pt"], "is not a file"),
+        (["--pretrained", "/nonexistent.pt"], "does not exist; give a run folder"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
@@ -230,3 +230,20 @@ def test_resume_with_another_model_is_refused(tmp_path, capsys):
 def split(cfg) -> tuple[int, int]:
     """(micro-batch size, accumulation steps) the accumulation technique derives from ``cfg``."""
     return resolve_accumulation(cfg).split
+
+
+def test_timm_train_flags_are_accepted_beside_ours(capsys):
+    from quicktrain.cli import build_parser, config_from_args
+
+    argv = ["train", "--opt", "adamw", "--sched", "cosine", "--smoothing", "0.1", "--clip-grad", "1.5",
+            "--grad-accum-steps", "2", "--img-size", "64", "--output", "r", "--model-ema-decay", "0.99",
+            "--drop-path", "0.1", "--mixup", "0.8", "--cutmix", "1.0"]  # fmt: skip
+    cfg = config_from_args(build_parser().parse_args(argv))
+    assert (cfg.optim.optimizer, cfg.optim.schedule, cfg.optim.label_smoothing, cfg.optim.grad_clip) == (
+        "adamw", "cosine", 0.1, 1.5)  # fmt: skip
+    assert (cfg.techniques.accum_steps, cfg.model.image_size, cfg.run.out, cfg.optim.model_ema) == (2, 64, "r", 0.99)
+    assert (cfg.model.drop_path, cfg.data.mixup, cfg.data.cutmix) == (0.1, 0.8, 1.0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    shown = capsys.readouterr().out
+    assert "--optimizer OPTIMIZER, --opt OPTIMIZER" in shown and "--out OUT, --output OUT" in shown

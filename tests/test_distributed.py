@@ -133,3 +133,44 @@ def test_a_numbered_gpu_under_torchrun_is_refused(monkeypatch) -> None:
     with pytest.raises(ConfigError, match=r"run.device=cuda:1 under torchrun .* use --device cuda"):
         resolve_device("cuda:1", local_rank=0)
     assert resolve_device("cuda", local_rank=3) == torch.device("cuda", 3)
+
+
+def test_sync_bn_keeps_every_layer_its_keys_and_activation() -> None:
+    import timm
+
+    from quicktrain.techniques.sync_bn import CrossRank, convert
+
+    model = timm.create_model("test_efficientnet", num_classes=3).eval()
+    x = torch.randn(2, 3, 32, 32)
+    before, keys = model(x), list(model.state_dict())
+    convert(model)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    assert norms and all(isinstance(m, CrossRank) for m in norms)
+    assert type(norms[0]).__name__ == "CrossRankBatchNormAct2d"  # timm's norm + activation layer, kept whole
+    assert list(model.state_dict()) == keys
+    torch.testing.assert_close(model(x), before)  # one process: plain BatchNorm
+
+
+@pytest.mark.slow
+def test_sync_bn_on_two_gloo_processes_matches_one_process_with_the_whole_batch(tmp_path: Path) -> None:
+    """BatchNorm (test_resnet) over 2 x 8 images with --sync-bn normalises like one process over 16;
+    without it each rank's statistics cover its 8 only, and the weights drift apart."""
+    args = [*RUN]
+    args[args.index("test_vit")] = "test_resnet"
+    one = tmp_path / "one"
+    single = subprocess.run(
+        [sys.executable, "-m", "quicktrain", "train", *args, "--out", str(one)], capture_output=True, text=True
+    )
+    assert single.returncode == 0, single.stderr
+    a = torch.load(one / "model.pt", weights_only=True)
+    drifts = {}
+    for sync in ("--sync-bn", "--no-sync-bn"):
+        out = tmp_path / sync
+        launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                  str(_free_port()), "-m", "quicktrain", "train", *args, sync, "--out", str(out)]  # fmt: skip
+        ddp = subprocess.run(launch, capture_output=True, text=True)
+        assert ddp.returncode == 0, ddp.stdout[-2000:] + ddp.stderr[-2000:]
+        b = torch.load(out / "model.pt", weights_only=True)
+        drifts[sync] = max(float((b[k].float() - a[k].float()).abs().max()) for k in a)
+        assert json.loads((out / "summary.json").read_text())["sync_bn"] is (sync == "--sync-bn")
+    assert drifts["--sync-bn"] < 1e-4 < drifts["--no-sync-bn"]

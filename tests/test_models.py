@@ -93,3 +93,56 @@ def test_hub_download_failure_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(timm, "create_model", offline)
     with pytest.raises(ConfigError, match="fetching ImageNet weights for 'efficientnet_b0' failed.*are you online"):
         create_model("efficientnet_b0", num_classes=10, pretrained="hub")
+
+
+def test_drop_path_and_model_kwargs_reach_the_timm_constructor(tmp_path):
+    from timm.layers import DropPath
+
+    from quicktrain.config import ModelConfig, model_keywords
+
+    keywords = model_keywords(ModelConfig(drop_path=0.2, model_kwargs=["drop_rate=0.1", "qkv_bias=false"]))
+    assert keywords == {"drop_rate": 0.1, "qkv_bias": False, "drop_path_rate": 0.2}
+    model = create_model("vit_tiny", 10, 32, kwargs=keywords)
+    rates = [m.drop_prob for m in model.modules() if isinstance(m, DropPath)]
+    assert rates and max(rates) == pytest.approx(0.2)  # timm's linear rule: the last block drops at the rate
+    assert model.blocks[0].attn.qkv.bias is None and model.head_drop.p == 0.1
+    plain = create_model("vit_tiny", 10, 32)
+    assert not any(isinstance(m, DropPath) for m in plain.modules())
+
+
+def test_keywords_a_model_does_not_take_are_a_clear_error():
+    with pytest.raises(ConfigError, match="speedrun_net' does not take the keywords drop_path_rate=0.1"):
+        create_model("speedrun_net", 10, 32, kwargs={"drop_path_rate": 0.1})
+
+
+def test_a_run_records_its_model_keywords_and_evaluate_rebuilds_with_them(tmp_path):
+    from conftest import tiny_config
+
+    from quicktrain import train
+    from quicktrain.inference import load_run
+
+    cfg = tiny_config(tmp_path, **{"model.name": "test_vit", "model.model_kwargs": ["mlp_ratio=1.0"]})
+    result = train(cfg)
+    assert result.summary["model_kwargs"] == {"mlp_ratio": 1.0}
+    loaded = load_run(tmp_path)  # an mlp_ratio-2 model would not take these weights
+    assert loaded.model.blocks[0].mlp.fc1.out_features == 32
+
+
+def test_grad_checkpointing_gives_the_same_gradients_and_is_refused_where_missing(tmp_path):
+    from conftest import tiny_config
+
+    from quicktrain import train
+    from quicktrain.techniques.checkpointing import GradCheckpointing
+
+    grads = []
+    for on in (False, True):
+        torch.manual_seed(0)
+        model = GradCheckpointing(on).prepare_model(create_model("test_vit", 10, 32)).train()
+        model(torch.randn(4, 3, 32, 32)).square().sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert model.grad_checkpointing  # timm's flag, set by the technique
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+    assert train(tiny_config(tmp_path / "a", **{"model.grad_checkpointing": True})).summary["grad_checkpointing"]
+    with pytest.raises(ConfigError, match="has no set_grad_checkpointing"):
+        train(tiny_config(tmp_path / "b", **{"model.name": "speedrun_net", "model.grad_checkpointing": True}))

@@ -92,3 +92,36 @@ def test_linear_falls_from_the_peak_to_zero_without_warm_up():
 
 def test_constant_schedule():
     assert set(_lrs(OptimConfig(lr=0.3, schedule="constant"), total=5, per_epoch=5)) == {0.3}
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw", "muon"])
+def test_layer_decay_scales_each_depth_as_timm_numbers_them(optimizer):
+    from quicktrain.config import OptimConfig
+    from quicktrain.engine.optim import build_optimizer, layer_ids
+    from quicktrain.models import create_model
+
+    model = create_model("test_vit", num_classes=10, image_size=32)
+    cfg = OptimConfig(optimizer=optimizer, lr=0.1, muon_lr=0.02, layer_decay=0.5, norm_bias_lr_scale=4.0)
+    opt = build_optimizer(model, cfg)
+    ids, layers = layer_ids(model)
+    assert layers == 4  # embeddings, 2 blocks, head (with the final norm)
+    seen = [id(p) for g in opt.param_groups for p in g["params"]]
+    assert sorted(seen) == sorted(id(p) for p in model.parameters())  # every parameter once
+    for group in opt.param_groups:
+        for p in group["params"]:
+            assert group["lr_scale"] == 0.5 ** (layers - 1 - ids[id(p)])
+        base = 0.02 if group.get("muon") else 0.1 * (4.0 if group["params"][0] is model.norm.bias else 1.0)
+        if group.get("muon") or group["weight_decay"] or group["params"][0] is model.norm.bias:
+            assert group["lr"] == pytest.approx(base * group["lr_scale"])
+    by_param = {id(p): g["lr_scale"] for g in opt.param_groups for p in g["params"]}
+    assert by_param[id(model.patch_embed.proj.weight)] == 0.125 and by_param[id(model.head.weight)] == 1.0
+    assert by_param[id(model.blocks[0].attn.qkv.weight)] == 0.25 and by_param[id(model.blocks[1].mlp.fc1.weight)] == 0.5
+
+
+def test_layer_decay_groups_models_without_a_group_matcher():
+    from quicktrain.engine.optim import layer_ids
+    from quicktrain.models import create_model
+
+    model = create_model("speedrun_net", num_classes=10)
+    ids, layers = layer_ids(model)
+    assert layers >= 2 and len(ids) == len(list(model.parameters()))

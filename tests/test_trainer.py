@@ -81,8 +81,9 @@ def test_time_to_target_is_recorded_or_null(tmp_path):
         {},
         {"optim.lookahead": 0.8, "optim.lookahead_every": 2, "optim.norm_bias_lr_scale": 8.0},
         {"optim.optimizer": "muon", "optim.muon_lr": 0.05, "data.low_res": 24, "data.low_res_epochs": 1},
+        {"optim.model_ema": 0.9, "data.mixup": 0.8, "data.cutmix": 1.0},  # model.pt: the EMA
     ],
-    ids=["plain", "lookahead", "muon_low_res"],
+    ids=["plain", "lookahead", "muon_low_res", "ema_mixup"],
 )
 def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     """2 epochs straight == 1 epoch, killed, then resumed for the second (BatchNorm,
@@ -90,7 +91,7 @@ def test_resume_continues_exactly(tmp_path, monkeypatch, extra):
     overrides = {"run.epochs": 2, "model.name": "test_resnet", "optim.schedule": "onecycle", **extra}
     straight = train(tiny_config(tmp_path / "straight", **overrides))
 
-    ctrl_c_at_evaluation(monkeypatch)  # in the second epoch
+    ctrl_c_at_evaluation(monkeypatch, 3 if "optim.model_ema" in extra else 2)  # in the second epoch (EMA: 2 a time)
     with pytest.raises(KeyboardInterrupt):
         train(tiny_config(tmp_path / "resumed", **overrides, **{"run.progress": True, "run.tensorboard": True}))
     interrupted = json.loads((tmp_path / "resumed" / "summary.json").read_text())

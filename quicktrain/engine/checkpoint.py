@@ -43,6 +43,7 @@ def capture(state: TrainState, config: dict[str, Any], position: tuple[int, int]
         "scheduler": state.scheduler.state_dict(),
         "scaler": state.scaler.state_dict(),
         "averaging": state.averaging.state_dict(),
+        "techniques": state.techniques.state_dict(),  # e.g. the EMA of the weights
         "counters": state.counters.state_dict(),
         "position": {"epoch": position[0], "batch": position[1]},
         "rng": rng,
@@ -56,6 +57,7 @@ def restore(state: TrainState, ckpt: dict[str, Any]) -> None:
     state.scheduler.load_state_dict(ckpt["scheduler"])
     state.scaler.load_state_dict(ckpt["scaler"])
     state.averaging.load_state_dict(ckpt.get("averaging", {}))
+    state.techniques.load_state_dict(ckpt.get("techniques", {}))
     state.counters.load_state_dict(ckpt["counters"])
     torch.set_rng_state(ckpt["rng"]["torch"])
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():

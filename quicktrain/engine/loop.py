@@ -245,32 +245,37 @@ class Loop:
         append the row to evals.jsonl, note the target; returns the split scores."""
         state, cfg, counters = self.state, self.cfg, self.counters
         scores: dict[str, Any] = {}
+        scored = self.run.techniques.scored_model(state.model)  # the EMA of the weights, or the model
+        models = {"": scored} if scored is state.model else {"": scored, "raw_": state.model}
         for split, loader in (("val", self.run.val_loader), ("test", self.run.test_loader)):
             if loader is None:
                 continue
-            self.eval_watch.start()
-            result = evaluate(
-                state.model,
-                loader,
-                state.inputs,
-                state.precision,
-                self.run.arrays.num_classes,
-                reduce=self.dist.sum_,
-                tta=cfg.run.tta,
-                tta_fraction=cfg.run.tta_fraction,
-            )
-            scores.update({f"{split}_loss": result.loss, f"{split}_accuracy": result.accuracy})
-            scores[f"{split}_f1_macro"] = result.f1_macro
-            if result.top5 is not None:
-                scores[f"{split}_top5_accuracy"] = result.top5
-            self.last_confusion[split] = result.confusion
-            scores[f"{split}_eval_time_s"] = self.eval_watch.stop()  # test-time augmentation included
+            for prefix, model in models.items():
+                self.eval_watch.start()
+                result = evaluate(
+                    model,
+                    loader,
+                    state.inputs,
+                    state.precision,
+                    self.run.arrays.num_classes,
+                    reduce=self.dist.sum_,
+                    tta=cfg.run.tta,
+                    tta_fraction=cfg.run.tta_fraction,
+                )
+                name = f"{prefix}{split}"
+                scores.update({f"{name}_loss": result.loss, f"{name}_accuracy": result.accuracy})
+                scores[f"{name}_f1_macro"] = result.f1_macro
+                if result.top5 is not None:
+                    scores[f"{name}_top5_accuracy"] = result.top5
+                if not prefix:
+                    self.last_confusion[split] = result.confusion
+                scores[f"{name}_eval_time_s"] = self.eval_watch.stop()  # test-time augmentation included
         epochs_done = engine.state.epoch - 1 + batch / self.epoch_length
         train_time = counters.train_time_s + (0.0 if batch == self.epoch_length else self.epoch_time())
         row = {"updates": counters.num_updates, "epoch": round(epochs_done, 6), "train_time_s": train_time, **scores}
         self.record.append_eval(row)
         if "val_accuracy" in scores:
-            self.track_best(scores["val_accuracy"], row["epoch"])
+            self.track_best(scores["val_accuracy"], row["epoch"], scores.get("raw_val_accuracy"))
         target, reached = cfg.run.target_accuracy, scores.get("test_accuracy")
         if target is not None and counters.time_to_target_s is None and reached is not None and reached >= target:
             counters.time_to_target_s = train_time
@@ -288,15 +293,20 @@ class Loop:
             log.info(f"update {counters.num_updates:>5} (epoch {epochs_done:.2f})  {said}  {train_time:.1f}s trained")
         return scores
 
-    def track_best(self, val_accuracy: float, epoch: float) -> None:
-        """best.pt: the weights of the best validation accuracy so far (never the test split's);
+    def track_best(self, val_accuracy: float, epoch: float, raw_val_accuracy: float | None = None) -> None:
+        """best.pt: the weights of the best validation accuracy so far (never the test split's), the
+        scored ones (the EMA) or, when they scored better, the trained ones (``raw_val_accuracy``);
         --early-stop: stop after that many evaluations without a better one."""
         c = self.counters
-        if c.best_val_accuracy is None or val_accuracy > c.best_val_accuracy:
-            c.best_val_accuracy, c.best_val_update, c.best_val_epoch = val_accuracy, c.num_updates, epoch
+        raw_better = raw_val_accuracy is not None and raw_val_accuracy > val_accuracy
+        best = raw_val_accuracy if raw_better else val_accuracy
+        if c.best_val_accuracy is None or best > c.best_val_accuracy:
+            c.best_val_accuracy, c.best_val_update, c.best_val_epoch = best, c.num_updates, epoch
+            c.best_val_weights = "raw" if raw_better else "scored"
             c.evals_since_best = 0
             if self.main:
-                weights = unwrap(self.state.model).state_dict()
+                model = self.state.model if raw_better else self.run.techniques.scored_model(self.state.model)
+                weights = unwrap(model).state_dict()
                 atomic_write(self.folder / "best.pt", lambda f: torch.save(weights, f))
             return
         c.evals_since_best += 1

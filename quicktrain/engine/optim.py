@@ -13,11 +13,21 @@ from quicktrain.engine.muon import MuonSGD
 _NORMS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
 
 
-def param_groups(model: nn.Module, weight_decay: float, lr: float, norm_bias_lr_scale: float = 1.0) -> list[dict]:
+def param_groups(
+    model: nn.Module,
+    weight_decay: float,
+    lr: float,
+    norm_bias_lr_scale: float = 1.0,
+    layer_decay: float | None = None,
+) -> list[dict]:
     """Decay weights; leave biases and norm scales (1-D tensors) undecayed, as is usual:
     decaying a BatchNorm/LayerNorm scale only fights the normalisation. Norm-layer shifts
     get their own group with ``lr * norm_bias_lr_scale`` (the speedrun recipes' larger step
-    for them); frozen parameters are left out. Empty groups are dropped."""
+    for them); frozen parameters are left out. Empty groups are dropped.
+
+    ``layer_decay``: each of those groups is split further by depth, the lr of layer ``i`` of
+    ``n`` scaled by ``layer_decay ** (n - 1 - i)`` (recorded as the group's ``lr_scale``), with
+    timm's layer numbering (:func:`layer_ids`): the head keeps the full lr."""
     norm_biases = {id(m.bias) for m in model.modules() if isinstance(m, _NORMS) and m.bias is not None}
     decay, no_decay, shifts = [], [], []
     for p in model.parameters():
@@ -30,7 +40,36 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float, norm_bias_lr_
         {"params": no_decay, "weight_decay": 0.0, "lr": lr},
         {"params": shifts, "weight_decay": 0.0, "lr": lr * norm_bias_lr_scale},
     ]
-    return [g for g in groups if g["params"]]
+    groups = [g for g in groups if g["params"]]
+    if layer_decay is None:
+        return groups
+    ids, layers = layer_ids(model)
+    out = []
+    for group in groups:
+        by_layer: dict[int, list] = {}
+        for p in group["params"]:
+            by_layer.setdefault(ids.get(id(p), layers - 1), []).append(p)
+        for layer in sorted(by_layer):
+            scale = layer_decay ** (layers - 1 - layer)
+            out.append({**group, "params": by_layer[layer], "lr": group["lr"] * scale, "lr_scale": scale})
+    return out
+
+
+def layer_ids(model: nn.Module) -> tuple[dict[int, int], int]:
+    """Each parameter's layer (by ``id``) and the number of layers, for layer-wise lr decay: the
+    model's ``group_matcher`` as timm numbers it (timm models: stem 0, one id per block, the head
+    last), else one layer per top-level child module holding parameters, in order (the last one
+    is the head)."""
+    if hasattr(model, "group_matcher"):
+        from timm.models import group_parameters
+
+        by_name = group_parameters(model, model.group_matcher(coarse=False), reverse=True)
+        layers = max(by_name.values(), default=0) + 1
+        return {id(p): by_name.get(name, layers - 1) for name, p in model.named_parameters()}, layers
+    children = [c for c in model.children() if any(True for _ in c.parameters())]
+    ids = {id(p): i for i, child in enumerate(children) for p in child.parameters()}
+    layers = max(len(children), 1)
+    return {id(p): ids.get(id(p), layers - 1) for p in model.parameters()}, layers
 
 
 def muon_weights(model: nn.Module) -> set[int]:
@@ -56,7 +95,8 @@ def split_muon(groups: list[dict], model: nn.Module, cfg: OptimConfig) -> list[d
             out.append(
                 {
                     "params": muon,
-                    "lr": cfg.muon_lr,
+                    "lr": cfg.muon_lr * group.get("lr_scale", 1.0),  # layer decay scales Muon's lr alike
+                    **({"lr_scale": group["lr_scale"]} if "lr_scale" in group else {}),
                     "momentum": cfg.muon_momentum,
                     "muon": True,
                     "fixed_norm": cfg.muon_fixed_norm,
@@ -69,7 +109,7 @@ def split_muon(groups: list[dict], model: nn.Module, cfg: OptimConfig) -> list[d
 def build_optimizer(model: nn.Module, cfg: OptimConfig, fused: bool = False) -> torch.optim.Optimizer:
     """``fused``: one kernel for all parameters (CUDA); the fp16 GradScaler then skips a bad
     update on the device instead of reading its inf flag on the host."""
-    groups = param_groups(model, cfg.weight_decay, cfg.lr, cfg.norm_bias_lr_scale)
+    groups = param_groups(model, cfg.weight_decay, cfg.lr, cfg.norm_bias_lr_scale, cfg.layer_decay)
     impl = {"fused": True} if fused else {}
     if cfg.optimizer == "sgd":
         nesterov = cfg.nesterov and cfg.momentum > 0

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from quicktrain.config import Config, DataConfig
+from quicktrain.config import Config, DataConfig, model_keywords
 from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.augment import AugmentSpec
 from quicktrain.data.device_loader import DeviceLoader
@@ -29,7 +29,8 @@ from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.optim import build_optimizer, build_scheduler
 from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
-from quicktrain.models import ModelEntry, check_model, create_model, load_weights
+from quicktrain.models import ModelEntry, check_model, create_model
+from quicktrain.models.transfer import Origin, head_names, load_pretrained
 from quicktrain.techniques.accumulation import plan_epoch
 from quicktrain.techniques.averaging import resolve_averaging
 from quicktrain.techniques.distributed import Distributed, resolve_distributed
@@ -52,6 +53,7 @@ class Run:
     image_size: int
     num_params: int
     model_note: str | None = None  # how the net was adapted to the image size, for the banner
+    origin: Origin | None = None  # --pretrained RUN_OR_WEIGHTS: what was loaded, what is new
     normalization: Normalization | None = None
     augment: AugmentSpec = field(default_factory=AugmentSpec)  # the training augmentation, resolved
     # counters as of the last completed (evaluated, checkpointed) epoch: what a summary of
@@ -165,10 +167,18 @@ def _build(
     arrays = load_arrays(cfg.data, progress, cfg.run.seed, data, size_hint=cfg.model.image_size)
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
     image_size = cfg.model.image_size or arrays.image_size
+    hub = "hub" if cfg.model.pretrained == "hub" else None
     if model is None:
-        model = create_model(cfg.model.name, arrays.num_classes, image_size, cfg.model.pretrained)
-    elif cfg.model.pretrained is not None:
-        load_weights(model, cfg.model.pretrained)  # a local state dict into the given module
+        keywords = model_keywords(cfg.model)  # --drop-path, --model-kwargs
+        model = create_model(cfg.model.name, arrays.num_classes, image_size, hub, keywords)
+    elif model_keywords(cfg.model):
+        raise ConfigError(
+            "model.drop_path / model.model_kwargs configure a model quicktrain builds; this run was given a "
+            "built module: pass the keywords to its constructor instead"
+        )
+    origin = None  # a run folder or weights file: loaded by name and shape, a new head where classes differ
+    if cfg.model.pretrained not in (None, "hub"):
+        origin = load_pretrained(model, cfg.model.pretrained, list(arrays.classes))
     model = techniques.prepare_model(model.to(device))
     num_params = sum(p.numel() for p in model.parameters())
     pin = techniques.pinning.active
@@ -210,6 +220,13 @@ def _build(
         raise ConfigError("optim.early_params is not supported under torchrun (DDP fixes what trains when it wraps)")
     early = EarlyParams.select(model, cfg.optim.early_params, cfg.optim.early_epochs)  # trainable before the groups
     optimizer = build_optimizer(model, cfg.optim, **techniques.optimizer_options())
+    if cfg.optim.freeze_epochs:  # the new head alone first: frozen after the groups are built, so all are in them
+        if distributed.active:
+            raise ConfigError(
+                "optim.freeze_epochs is not supported under torchrun (DDP fixes what trains when it wraps)"
+            )
+        keep = origin.reinitialised if origin and origin.reinitialised else head_names(model)
+        early = early.freeze_first(model, keep, cfg.optim.freeze_epochs)
     total_updates = updates_per_epoch * cfg.run.epochs
     scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
     state = TrainState(
@@ -229,6 +246,7 @@ def _build(
         averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates, model),
         resize=ProgressiveResize(cfg.data.low_res, cfg.data.low_res_epochs),
         early=early,
+        techniques=techniques,
     )
     return Run(
         config=cfg,
@@ -243,6 +261,7 @@ def _build(
         image_size=image_size,
         num_params=num_params,
         model_note=_model_note(entry, image_size),
+        origin=origin,
         normalization=normalization,
         augment=spec,
     )
@@ -283,6 +302,12 @@ def describe(run: Run) -> list[str]:
         f"{_split_sizes(run.arrays)} images, "
         f"{run.arrays.num_classes} classes, {run.image_size} px",
         *([f"  model         {run.model_note}"] if run.model_note else []),
+        *([f"  pretrained    {run.origin.banner()}"] if run.origin else []),
+        *(
+            [f"  model kwargs  {', '.join(f'{k}={v}' for k, v in keywords.items())}"]
+            if (keywords := model_keywords(cfg.model))
+            else []
+        ),
         f"  device        {run.device}"
         + ("" if run.device.type == "cuda" else f" ({torch.get_num_threads()} threads)"),
         f"  batch         {cfg.run.batch_size} effective"
@@ -324,7 +349,8 @@ def describe(run: Run) -> list[str]:
             if cfg.optim.lookahead is not None
             else ""
         )
-        + (f", {run.state.early.describe()}" if run.state.early.active else ""),
+        + (f", {run.state.early.describe()}" if run.state.early.active else "")
+        + (f", {_layer_decay_words(run.state.optimizer, cfg.optim.layer_decay)}" if cfg.optim.layer_decay else ""),
         f"  evaluation    test-time augmentation {cfg.run.tta}, every "
         + (f"{cfg.run.eval_every} epochs and after the last" if cfg.run.eval_every > 1 else "epoch")
         + (f", and every {cfg.run.eval_every_steps} updates" if cfg.run.eval_every_steps else "")
@@ -347,3 +373,8 @@ def _last_window(run: Run) -> str:
     if sum(last) == acc.batch_size:
         return ""
     return f" (each epoch's last: {sum(last)} samples in {len(last)} micro-batch{'es' if len(last) > 1 else ''})"
+
+
+def _layer_decay_words(optimizer: torch.optim.Optimizer, decay: float) -> str:
+    scales = sorted({g.get("lr_scale", 1.0) for g in optimizer.param_groups})
+    return f"layer decay {decay:g} ({len(scales)} depths, lr x{scales[0]:.3g} .. x{scales[-1]:.3g})"

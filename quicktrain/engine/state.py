@@ -16,6 +16,7 @@ from quicktrain.techniques.distributed import Distributed
 from quicktrain.techniques.early_params import EarlyParams
 from quicktrain.techniques.precision import Precision
 from quicktrain.techniques.resolution import ProgressiveResize
+from quicktrain.techniques.resolve import Techniques
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Counters:
     best_val_accuracy: float | None = None  # the best validation accuracy so far (best.pt holds its weights)
     best_val_update: int | None = None
     best_val_epoch: float | None = None
+    best_val_weights: str | None = None  # "scored" (the EMA, or the only weights) or "raw" (the trained ones)
     evals_since_best: int = 0  # evaluations without a better validation accuracy (--early-stop)
 
     def snapshot(self) -> Counters:
@@ -93,6 +95,7 @@ class TrainState:
     scaler_skips: ScalerSkips = field(default_factory=ScalerSkips)
     resize: ProgressiveResize = field(default_factory=lambda: ProgressiveResize(None, 0))  # does nothing
     early: EarlyParams = field(default_factory=EarlyParams)  # parameters trained in the first epochs only, or none
+    techniques: Techniques = field(default_factory=lambda: Techniques(()))  # their training hooks (none: no-ops)
 
     def settle(self) -> None:
         """Bring device-side counts into the host counters (at check points only)."""

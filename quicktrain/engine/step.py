@@ -5,7 +5,9 @@ micro-batches: forward under autocast, loss weighted by the micro-batch's share 
 window, scaled backward (gradients all-reduced across data-parallel processes only on the
 last micro-batch); then once per update: unscale, clip, step (skipped on non-finite
 gradients by the fp16 scaler, or on a non-finite loss by the guard), scaler update,
-zero-grad, scheduler step, and the weight-averaging object's turn (it may do nothing).
+zero-grad, scheduler step, and the weight-averaging object's turn (it may do nothing). Before the
+split the techniques may transform the window (auto-augment, MixUp/CutMix); after the update they take their turn
+(the EMA of the weights); each is a no-op when off.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     model.train()
     images, labels = state.inputs.to_device(batch)  # (B, 3, H, W) uint8, (B,)
     window = labels.shape[0]  # samples in this window; the epoch's last may be short
+    # auto-augment, erasing, MixUp/CutMix (or nothing) on the whole window before it is split: every split alike;
+    # the targets may become (B, classes) probabilities, which the cross-entropy takes as they are
+    images, labels = state.techniques.transform(images, labels, state.counters.num_updates)
     loss_sum = torch.zeros((), device=labels.device)
 
     sizes = split_sizes(window, state.micro_batch_size)  # e.g. [32, 32, 16] for 80 by 32
@@ -72,6 +77,7 @@ def train_step(state: TrainState, batch: tuple[torch.Tensor, torch.Tensor]) -> S
     state.counters.num_updates += 1
     state.counters.samples += window
     state.averaging.after_update(model, state.counters.num_updates)  # a no-op unless averaging is on
+    state.techniques.after_update(model, state.counters.num_updates)  # e.g. the EMA of the weights
     return StepMetrics(
         loss=loss_sum / window,
         samples=window,

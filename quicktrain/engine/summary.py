@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from quicktrain.config import model_keywords
 from quicktrain.data.loader import order_fingerprint
 from quicktrain.engine.setup import Run
 from quicktrain.metrics import peak_memory_mb, per_class
@@ -33,6 +34,10 @@ def build_summary(
         "error": error,
         "stopped_by": stopped_by if status == "completed" else None,
         "model": cfg.model.name,
+        "model_kwargs": model_keywords(cfg.model),  # --drop-path, --model-kwargs
+        "origin": run.origin.to_dict() if run.origin else None,  # --pretrained: what was loaded, what is new
+        "freeze_epochs": cfg.optim.freeze_epochs,
+        "layer_decay": cfg.optim.layer_decay,
         "dataset": run.arrays.name,
         **described,
         # what was built, not what was asked: Muon has no fused kernel even on CUDA
@@ -54,6 +59,9 @@ def build_summary(
         "test_per_class": per_class(confusion["test"], run.arrays.classes)
         if confusion and confusion.get("test") is not None
         else None,
+        "raw_test_accuracy": last.get("raw_test_accuracy"),  # with --model-ema: the trained weights' scores
+        "raw_test_f1_macro": last.get("raw_test_f1_macro"),
+        "raw_val_accuracy": last.get("raw_val_accuracy"),
         "chance_accuracy": 1.0 / run.arrays.num_classes,
         "tta": cfg.run.tta,
         "tta_fraction": cfg.run.tta_fraction,
@@ -71,6 +79,7 @@ def build_summary(
             "val_accuracy": counters.best_val_accuracy,
             "update": counters.best_val_update,
             "epoch": counters.best_val_epoch,
+            "weights": "raw" if counters.best_val_weights == "raw" else "scored",
         },
         "early_stop": cfg.run.early_stop,
         "train_time_s": counters.train_time_s,

@@ -131,7 +131,7 @@ def train(
             run, record.read_evals(), wall_time(), status, error, loop.stopped_by, loop.last_confusion
         )
         if status == "completed" and main:
-            weights = unwrap(run.state.model).state_dict()
+            weights = unwrap(run.techniques.scored_model(run.state.model)).state_dict()  # the EMA, if kept
             atomic_write(folder / "model.pt", lambda f: torch.save(weights, f))
         try:
             record.write_summary(summary)

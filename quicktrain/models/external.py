@@ -5,7 +5,8 @@
   (ResNets: 3x3 stride-1 stem without max-pool; ViTs: 4x4 patches); any other net is used
   unchanged, and the banner says so.
 - ``path/to/file.py:make`` or ``package.module:make``: the user's factory,
-  ``make(num_classes, image_size) -> nn.Module``. Named by path, it is found again in every
+  ``make(num_classes, image_size, **keywords) -> nn.Module`` (keywords only with ``--drop-path`` /
+  ``--model-kwargs``). Named by path, it is found again in every
   subprocess and rank (``ablate``, ``tune``, ``autotune``, torchrun), which an object registered
   in the user's own process would not be.
 
@@ -56,13 +57,13 @@ def _timm_entry(name: str, arch: str) -> ModelEntry:
         )
     vit = timm.models.is_model_in_modules(arch, _VIT_MODULES)
 
-    def factory(num_classes: int, image_size: int, hub: bool) -> nn.Module:
+    def factory(num_classes: int, image_size: int, hub: bool, **extra) -> nn.Module:
         from timm.models.resnet import ResNet
 
         kwargs: dict[str, int] = {}
         if vit:  # position embeddings for this size; timm resamples pretrained ones
             kwargs = {"img_size": image_size, **({"patch_size": 4} if image_size < SMALL_INPUT else {})}
-        model = timm.create_model(arch, pretrained=hub, num_classes=num_classes, **kwargs)
+        model = timm.create_model(arch, pretrained=hub, num_classes=num_classes, **{**kwargs, **extra})
         if isinstance(model, ResNet) and image_size < SMALL_INPUT:
             model = cifar_stem(model)
         return model
@@ -99,15 +100,17 @@ def _factory_entry(spec: str) -> ModelEntry:
             f"{', '.join(found) or 'none'}"
         )
 
-    def factory(num_classes: int, image_size: int, hub: bool) -> nn.Module:
+    def factory(num_classes: int, image_size: int, hub: bool, **extra) -> nn.Module:
         if hub:
             raise ConfigError(
                 f"model.pretrained=hub needs a registered or timm: model; {spec!r} is your own factory: load "
                 "weights inside it, or pass --pretrained PATH to a state dict"
             )
         try:
-            model = make(num_classes, image_size)
+            model = make(num_classes, image_size, **extra)
         except Exception as err:
+            if extra and isinstance(err, TypeError) and ("keyword" in str(err) or "argument" in str(err)):
+                raise  # create_model names the keywords it was given
             raise ConfigError(
                 f"model factory {spec!r} failed: {type(err).__name__}: {err} (it is called as "
                 f"{function}(num_classes={num_classes}, image_size={image_size}))"

@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from quicktrain.errors import ConfigError
 
-# factory(num_classes, image_size, hub_weights) -> nn.Module
-Factory = Callable[[int, int, bool], nn.Module]
+# factory(num_classes, image_size, hub_weights, **model_keywords) -> nn.Module
+Factory = Callable[..., nn.Module]
 
 
 @dataclass(frozen=True)
@@ -59,14 +60,24 @@ def check_model(name: str) -> ModelEntry:
     )
 
 
-def create_model(name: str, num_classes: int, image_size: int = 32, pretrained: str | None = None) -> nn.Module:
-    """Build a registered model; ``pretrained`` is a local state-dict path or ``"hub"``."""
+def create_model(
+    name: str,
+    num_classes: int,
+    image_size: int = 32,
+    pretrained: str | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> nn.Module:
+    """Build a registered model; ``pretrained`` is a local state-dict path or ``"hub"``; ``kwargs``
+    go to its constructor (timm's, e.g. ``drop_path_rate``)."""
     entry = check_model(name)
+    kwargs = kwargs or {}
     if pretrained != "hub":
-        model = entry.factory(num_classes, image_size, False)
+        model = _call(entry, name, num_classes, image_size, False, kwargs)
     else:
         try:
-            model = entry.factory(num_classes, image_size, True)
+            model = _call(entry, name, num_classes, image_size, True, kwargs)
+        except ConfigError:
+            raise
         except Exception as err:  # hub and network errors come in many types
             raise ConfigError(
                 f"model.pretrained=hub: fetching ImageNet weights for '{name}' failed "
@@ -76,6 +87,21 @@ def create_model(name: str, num_classes: int, image_size: int = 32, pretrained: 
     if pretrained not in (None, "hub"):
         load_weights(model, pretrained)
     return model
+
+
+def _call(entry: ModelEntry, name: str, num_classes: int, image_size: int, hub: bool, kwargs: dict) -> nn.Module:
+    if not kwargs:
+        return entry.factory(num_classes, image_size, hub)
+    try:
+        return entry.factory(num_classes, image_size, hub, **kwargs)
+    except TypeError as err:  # a keyword the constructor does not take
+        if "keyword" not in str(err) and "argument" not in str(err):
+            raise
+        raise ConfigError(
+            f"model '{name}' does not take the keywords {', '.join(f'{k}={v!r}' for k, v in kwargs.items())} "
+            f"({' '.join(str(err).split())}); --drop-path and --model-kwargs go to timm models and to factories "
+            "that accept them"
+        ) from None
 
 
 def load_weights(model: nn.Module, path: str | Path) -> list[str]:

@@ -11,12 +11,22 @@ run builder calls each hook of every technique without asking which technique it
 - :meth:`wrap_model`: a wrapper around the finished module (``torch.compile``);
 - :meth:`optimizer_options`: keywords for the optimizer's constructor (``fused``);
 - :meth:`banner` and :meth:`record`: what the start-up banner and the run record say of it.
+
+and, during training (the step and the loop call them over all techniques alike):
+
+- :meth:`transform`: the whole effective batch on the device, before it is split into micro-batches
+  (auto-augment, random erasing, MixUp / CutMix), with the targets it trains on;
+- :meth:`after_update`: after every optimizer update (the EMA of the weights);
+- :meth:`scored_model`: the weights evaluation scores as the run's (the EMA), the trained ones
+  beside them;
+- :meth:`state_dict` / :meth:`load_state_dict`: what a checkpoint keeps of it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 
@@ -58,3 +68,22 @@ class Technique:
     def inactive(self) -> str:
         """The banner's words for a request that does nothing here."""
         return f"asked for, but {self.note}: no effect"
+
+    # ---- during training --------------------------------------------------------------
+    def transform(self, images: torch.Tensor, targets: torch.Tensor, update: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The effective batch of optimizer update ``update`` (0-based) and its targets, changed."""
+        return images, targets
+
+    def after_update(self, model: nn.Module, update: int) -> None:
+        """``update``: optimizer updates done so far (1 after the first)."""
+
+    def scored_model(self, model: nn.Module) -> nn.Module:
+        """The module whose evaluation is the run's score (default: the trained one)."""
+        return model
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint must keep to resume it exactly (empty: nothing)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s values (loaded on the CPU)."""

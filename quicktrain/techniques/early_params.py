@@ -5,6 +5,11 @@ them frozen, so a model can keep them fixed by default and a recipe can open the
 
 Once fixed they get no gradient: the optimizer skips them, and autograd skips whatever backward
 work only they needed. ``EarlyParams()`` (the default) does nothing.
+
+The other way round, :meth:`EarlyParams.freeze_first` holds parameters fixed for the first epochs
+and trains them after: ``--freeze-epochs N`` of a transfer run trains only the new head for N
+epochs, then everything. Both kinds are in the optimizer from the start (with their state), so
+a resumed run and the epoch boundary behave alike.
 """
 
 from __future__ import annotations
@@ -17,9 +22,29 @@ from quicktrain.errors import ConfigError
 
 
 class EarlyParams:
-    def __init__(self, params: dict[str, nn.Parameter] | None = None, epochs: int = 0) -> None:
+    def __init__(
+        self,
+        params: dict[str, nn.Parameter] | None = None,
+        epochs: int = 0,
+        frozen: dict[str, nn.Parameter] | None = None,
+        frozen_epochs: int = 0,
+    ) -> None:
         self.params = params or {}
         self.epochs = epochs if self.params else 0
+        self.frozen = frozen or {}  # held fixed for the first frozen_epochs, trained after
+        self.frozen_epochs = frozen_epochs if self.frozen else 0
+
+    def freeze_first(self, model: nn.Module, keep: list[str], epochs: int) -> EarlyParams:
+        """Also hold every trainable parameter of ``model`` not named in ``keep`` fixed for the first
+        ``epochs`` epochs (call after the optimizer is built, so they are in its groups)."""
+        if epochs == 0:
+            return self
+        frozen = {n: p for n, p in model.named_parameters() if p.requires_grad and n not in keep}
+        if len(frozen) == len([p for p in model.parameters() if p.requires_grad]):
+            raise ConfigError("optim.freeze_epochs would freeze every parameter: nothing is left to train")
+        out = EarlyParams(self.params, self.epochs, frozen, epochs)
+        out.set_epoch(0)
+        return out
 
     @classmethod
     def select(cls, model: nn.Module, pattern: str | None, epochs: int) -> EarlyParams:
@@ -37,12 +62,19 @@ class EarlyParams:
 
     @property
     def active(self) -> bool:
-        return self.epochs > 0
+        return self.epochs > 0 or self.frozen_epochs > 0
 
     def set_epoch(self, epoch: int) -> None:
         """``epoch``: 0-based index of the epoch about to run."""
         for p in self.params.values():
             p.requires_grad_(epoch < self.epochs)
+        for p in self.frozen.values():
+            p.requires_grad_(epoch >= self.frozen_epochs)
 
     def describe(self) -> str:
-        return f"{', '.join(self.params)} trained for the first {self.epochs} epochs only"
+        parts = [f"{', '.join(self.params)} trained for the first {self.epochs} epochs only"] if self.epochs else []
+        if self.frozen_epochs:
+            parts.append(
+                f"{len(self.frozen)} parameters held fixed for the first {self.frozen_epochs} epochs (head only)"
+            )
+        return "; ".join(parts)

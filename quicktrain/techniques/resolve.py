@@ -85,6 +85,29 @@ class Techniques:
         """One line per technique that has something to say, named as its ablation arm."""
         return [f"  {item.name:<13} {text}" for item in self.items if (text := item.banner())]
 
+    # ---- hooks during training -------------------------------------------------------
+    def transform(self, images: torch.Tensor, targets: torch.Tensor, update: int) -> tuple[torch.Tensor, torch.Tensor]:
+        for item in self.items:
+            images, targets = item.transform(images, targets, update)
+        return images, targets
+
+    def after_update(self, model: nn.Module, update: int) -> None:
+        for item in self.items:
+            item.after_update(model, update)
+
+    def scored_model(self, model: nn.Module) -> nn.Module:
+        for item in self.items:
+            model = item.scored_model(model)
+        return model
+
+    def state_dict(self) -> dict[str, Any]:
+        return {item.name: state for item in self.items if (state := item.state_dict())}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for item in self.items:
+            if item.name in state:
+                item.load_state_dict(state[item.name])
+
     def record(self) -> dict[str, Any]:
         """Every technique's summary fields, and the number of data-parallel processes."""
         out: dict[str, Any] = {}
