@@ -107,16 +107,16 @@ def test_unusable_datasets_are_named_errors(data, message):
         arrays_from_datasets(data, None)
 
 
-def test_the_readme_example_runs(tmp_path, monkeypatch):
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Your own model and data") :]
+def test_the_documented_example_runs(tmp_path, monkeypatch):
+    text = (REPO / "docs" / "data.md").read_text()
+    section = text[text.index("## Your own model and data") :]
     code = section[
         section.index("```python") + len("```python") : section.index("```\n", section.index("```python") + 9)
     ]
     assert len(code.strip().splitlines()) <= 14
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/data.md", "exec"), namespace)
     summary = namespace["result"].summary
     assert summary["status"] == "completed" and summary["test_accuracy"] is not None
     assert json.loads((Path(namespace["result"].folder) / "summary.json").read_text())["model"] == "object:Sequential"

@@ -178,3 +178,13 @@ def test_a_killed_study_resumes_to_the_asked_number_of_trials(tmp_path: Path) ->
     assert len(finished_trials(open_study(spec))) == 4
     rows = (out / "trials.csv").read_text().splitlines()[1:]
     assert sum(",COMPLETE," in r or ",PRUNED," in r for r in rows) == 4  # no outcome counted twice or lost
+
+
+def test_tune_without_optuna_names_the_extra(monkeypatch, capsys) -> None:
+    import sys
+
+    from quicktrain.cli import main
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as if not installed: importing it raises ImportError
+    assert main(["tune", "--trials", "1", "--dataset", "synthetic", "--model", "test_vit", "--out", "x"]) == 2
+    assert capsys.readouterr().err.strip().endswith("quicktrain tune needs Optuna: pip install 'quicktrain[tune]'")

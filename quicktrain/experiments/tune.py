@@ -86,6 +86,14 @@ def _pruner(name: str) -> Any:
     return optuna.pruners.NopPruner()
 
 
+def require_optuna() -> None:
+    """One line naming the extra when Optuna is missing (it is optional: ``quicktrain[tune]``)."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise ConfigError("quicktrain tune needs Optuna: pip install 'quicktrain[tune]'") from None
+
+
 def open_study(spec: TuneSpec) -> Any:
     import optuna
 
@@ -122,6 +130,7 @@ def _outcome(trial: Any) -> str:
 def run_tune(spec: TuneSpec, argv: Sequence[str] = ()) -> Path:
     """Run (or continue) the study until it holds ``spec.trials`` finished trials; write the
     trials table, ``best.yaml`` and plots; return the output folder."""
+    require_optuna()
     import optuna
 
     spec.check()
