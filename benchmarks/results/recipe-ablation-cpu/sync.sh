@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # copy the finished runs' records (no weights, no checkpoints) of the recipe ablation into the repo, and report them
-src=/work/measure-runs/recipe-ablation; dst=/work/main/benchmarks/results/recipe-ablation-cpu
+src=../measure-runs/recipe-ablation; dst=benchmarks/results/recipe-ablation-cpu
 mkdir -p $dst/runs
 for d in $src/runs/*; do
   [ -f $d/summary.json ] || continue
@@ -8,4 +8,4 @@ for d in $src/runs/*; do
   cp $d/{arm.json,config.yaml,env.json,evals.jsonl,metrics.jsonl,summary.json} $dst/runs/$(basename $d)/ 2>/dev/null
 done
 cp $src/ablation.json $src/ablation.csv $dst/ 2>/dev/null
-cd /work/main && OMP_NUM_THREADS=1 nice python -m quicktrain report $dst/runs --out $dst
+cd ../main && OMP_NUM_THREADS=1 nice python -m quicktrain report $dst/runs --out $dst

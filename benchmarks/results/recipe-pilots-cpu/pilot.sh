@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: pilot.sh NAME [extra flags...]  -- speedrun recipe, 10k subset, core 0, one thread
 name=$1; shift
-cd /work/main
+cd ../main
 OMP_NUM_THREADS=1 taskset -c 0 python -m quicktrain train --config configs/speedrun_cifar10.yaml --max-train-samples 10000 \
   --no-channels-last --tta off --eval-every-steps 10 --target-accuracy 0.76 --no-tensorboard --no-progress \
-  --out /work/pilots/$name "$@" > /work/pilots/$name.log 2>&1
+  --out ../pilots/$name "$@" > ../pilots/$name.log 2>&1
