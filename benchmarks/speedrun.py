@@ -76,12 +76,18 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for every run")
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "speedrun_cifar10.yaml")
     parser.add_argument("--runs", type=int, default=3, help="runs, with seeds 0..N-1 [3]")
+    parser.add_argument(
+        "--dataset",
+        default="imagefolder:../shared/datasets/cifar10-jpeg",
+        help="the data (the presets' own default, cifar10, downloads) [this project's JPEG copy]",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "speedrun", help="run records [runs/speedrun]")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: need at least 1")
-    runs = [run_once(args.config, seed, args.out, args.overrides) for seed in range(args.runs)]
+    overrides = [f"data.dataset={args.dataset}", *args.overrides]  # the presets download cifar10 by default
+    runs = [run_once(args.config, seed, args.out, overrides) for seed in range(args.runs)]
 
     print(f"\n{args.config.name} ({runs[0]['epochs']} epochs, TTA {runs[0]['tta']}), {len(runs)} runs")
     print(f"{'seed':>4}  {'test acc':>8}  {'train time':>10}  {'img/s':>6}  {'time to 90%':<27}  time to 92%")
