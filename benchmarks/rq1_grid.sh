@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 33, RQ1 for the three families: each technique of the grid's optimised arm alone.
 #
-#   bash benchmarks/rq1_grid.sh GRID OUT [DATASET] [REPEATS]
+#   bash benchmarks/rq1_grid.sh GRID OUT [DATASET] [REPEATS]     # DATASET: the CIFAR-10 JPEG copy or mnist5k
 #
 # GRID is a finished benchmarks/rq_grid.sh folder: its baseline runs (fp32, no accumulation) are
 # linked in, so each ablation here runs only its one new arm per seed, with the grid's job, subset,
@@ -21,14 +21,25 @@ CORE=${CORE:-1}
 export OMP_NUM_THREADS=1
 run() { taskset -c "$CORE" python -m quicktrain "$@"; }
 mkdir -p "$OUT"
-# the same jobs and targets as rq_grid.sh (CIFAR-10 subset)
-SUBSET="--max-train-samples 2000 --max-test-samples 1000"
-BATCH=128 EVAL=8
-JOBS=(
-  "resnet18|--optimizer sgd --lr 0.2 --epochs 10|0.34"
-  "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|0.29"
-  "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 20|0.18"
-)
+# the same jobs and targets as rq_grid.sh
+if [[ "$DATASET" == mnist5k || "$DATASET" == digits ]]; then
+  SUBSET="--max-train-samples 2000"
+  BATCH=32 EVAL=32
+  JOBS=(
+    "resnet18|--optimizer sgd --lr 0.05 --epochs 5|0.50"
+    "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 5|0.25"
+    "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|0.25"
+  )
+else
+  SUBSET="--max-train-samples 2000 --max-test-samples 1000"
+  BATCH=128 EVAL=8
+  JOBS=(
+    "resnet18|--optimizer sgd --lr 0.2 --epochs 10|0.34"
+    "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|0.29"
+    "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 20|0.18"
+  )
+fi
+SLUG=$(python -c "import sys; from quicktrain.records import dataset_slug; print(dataset_slug(sys.argv[1]))" "$DATASET")
 off="techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch"
 ablate() {  # model args target out switch
   # shellcheck disable=SC2086
@@ -38,7 +49,7 @@ ablate() {  # model args target out switch
 }
 IFS='|' read -r model args target <<<"${JOBS[2]}"
 mkdir -p "$OUT/drift/runs"
-[[ -e "$OUT/drift/runs/${model}__cifar10-jpeg__baseline__r0" ]] || cp -al "$GRID/$model/runs/${model}__cifar10-jpeg__baseline__r0" "$OUT/drift/runs/"
+[[ -e "$OUT/drift/runs/${model}__${SLUG}__baseline__r0" ]] || cp -al "$GRID/$model/runs/${model}__${SLUG}__baseline__r0" "$OUT/drift/runs/"
 [[ -f "$OUT/drift/done" ]] || { ablate "$model" "$args" "$target" "$OUT/drift" \
   "again=techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch" 1 \
   && touch "$OUT/drift/done"; }
