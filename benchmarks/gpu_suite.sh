@@ -47,7 +47,7 @@ export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 STEPS=(
-  "75|tests|$PY -m pytest -q -rs tests/test_sync_free.py tests/test_pinning.py tests/test_precision.py tests/test_faults.py tests/test_averaging.py -k 'cuda or oom or pinn'"
+  "75|tests|$PY -m pytest -q -rs tests/test_sync_free.py tests/test_pinning.py tests/test_precision.py tests/test_faults.py tests/test_averaging.py tests/test_auto_augment.py -k 'cuda or oom or pinn'"
   "35|pinned|$PY benchmarks/pinned_loader.py --repeats 5 --json $R/pinned.json"
   "70|step-resnet50|$PY -m quicktrain autotune --model resnet50 --batch-size 256 --dataset synthetic --device $DEVICE --switches amp,channels_last --repeats 3 --steps 5 --warmup 3 --out $R/autotune-resnet50.yaml --json $R/step-resnet50.json"
   "70|step-vit_small|$PY -m quicktrain autotune --model vit_small --batch-size 256 --dataset synthetic --device $DEVICE --switches amp,channels_last --repeats 3 --steps 5 --warmup 3 --out $R/autotune-vit_small.yaml --json $R/step-vit_small.json"

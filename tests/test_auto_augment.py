@@ -72,3 +72,11 @@ def test_every_arm_trains_on_the_same_augmented_batches(tmp_path, monkeypatch):
     assert len(seen["plain"]) == 3
     for a, b in zip(seen["plain"], seen["ga"], strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_policies_and_erasing_run_on_cuda_batches_deterministically():
+    x, y = _images()
+    aug = AutoAugment(True, parse_policy("rand-m9-mstd0.5"), 0.5, seed=1)
+    a, b = aug.transform(x.cuda(), y.cuda(), 3)[0], aug.transform(x.cuda(), y.cuda(), 3)[0]
+    assert a.is_cuda and a.dtype == torch.uint8 and torch.equal(a, b)

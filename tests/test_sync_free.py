@@ -16,6 +16,7 @@ from quicktrain.data.synthetic import make_synthetic
 from quicktrain.engine.guard import NonFiniteGuard
 from quicktrain.engine.step import train_step
 from quicktrain.models import create_model
+from quicktrain.techniques.mixing import draw
 
 # every Python-level way a tensor's value reaches the host (each one waits for the device): reading
 # a value, copying to the host, and the operations whose output size depends on the values
@@ -127,6 +128,26 @@ def test_train_step_calls_no_sync_point(scaler, grad_clip):
     assert state.counters.num_updates == 4 and state.counters.micro_steps == 8
 
 
+def test_mixup_cutmix_and_the_ema_add_no_sync_point():
+    """The fine-tuning hooks in the step (the whole window mixed before the split, the EMA after the
+    update) read nothing back: their draws are host numbers from (seed, update)."""
+    from quicktrain.techniques.ema import ModelEma
+    from quicktrain.techniques.mixing import BatchMix
+    from quicktrain.techniques.resolve import Techniques
+
+    state = _fused_state(None, None)
+    mix = BatchMix(True, mixup=0.8, cutmix=1.0, seed=0).settle(state.model, None, 32, 10, None)
+    ema = ModelEma(True, 0.9).settle(state.model, None, 32, 10, None)
+    state.techniques = Techniques((mix, ema))
+    train_step(state, uint8_batch(8))
+    with counting_syncs() as calls:
+        for seed in range(4):  # MixUp and CutMix both drawn among them
+            train_step(state, uint8_batch(8, seed=seed))
+    assert dict(calls) == {}
+    kinds = {draw(0, u, 0.8, 1.0, 1.0, 0.5, (32, 32)).kind for u in range(1, 5)}
+    assert kinds == {"mixup", "cutmix"}
+
+
 def test_the_guard_and_skip_counts_are_read_only_at_check_points():
     state = _fused_state(torch.amp.GradScaler("cpu", init_scale=2.0**10), None)
     poisoned = next(state.model.parameters())
@@ -168,6 +189,25 @@ def test_cuda_updates_run_under_sync_debug_mode_error(tmp_path, amp, loader):
         train_step(run.state, batch)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="sync debug mode needs CUDA")
+def test_cuda_updates_with_mixup_cutmix_and_ema_run_under_sync_debug_mode_error(tmp_path):
+    from quicktrain.engine.setup import build_run
+
+    overrides = {"run.device": "cuda", "data.loader": "device", "data.mixup": 0.8, "data.cutmix": 1.0}
+    run = build_run(tiny_config(tmp_path / "run", **overrides, **{"optim.model_ema": 0.9}), progress=False)
+    batches = iter(run.train_loader)
+    train_step(run.state, next(batches))  # warm-up
+    batch = next(batches)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        train_step(run.state, batch)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert run.techniques.get("ema").average is not None
+    assert next(run.techniques.get("ema").average.parameters()).is_cuda
 
 
 def test_evaluation_counts_without_reading_the_device():

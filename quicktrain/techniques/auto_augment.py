@@ -119,10 +119,12 @@ class AutoAugment(Technique):
             if self.reprob:
                 rng = np.random.default_rng([self.seed, update, i, _SALT_ERASE])
                 box = erase_box(rng, h, w) if rng.random() < self.reprob else None
-                if box is not None:
+                if box is not None:  # the noise drawn on the batch's device: no host-to-device copy to wait for
                     top, left, eh, ew = box
-                    noise = rng.integers(0, 256, (out.shape[1], eh, ew), dtype=np.uint8)
-                    out[i, :, top : top + eh, left : left + ew] = torch.from_numpy(noise).to(out.device)
+                    generator = torch.Generator(device=out.device).manual_seed(int(rng.integers(2**62)))
+                    shape = (out.shape[1], eh, ew)
+                    noise = torch.randint(0, 256, shape, generator=generator, device=out.device, dtype=torch.uint8)
+                    out[i, :, top : top + eh, left : left + ew] = noise
         return out, targets
 
     def banner(self) -> str | None:

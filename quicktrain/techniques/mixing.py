@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from quicktrain.techniques.base import Technique
 
@@ -61,7 +60,8 @@ def mix_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``images`` (B, C, H, W) uint8 or float, ``labels`` (B,) class indices -> the mixed batch
     (float for MixUp, the input's dtype for CutMix) and (B, num_classes) float targets."""
-    onehot = F.one_hot(labels, num_classes).float()
+    # scatter, not F.one_hot: one_hot checks the labels' range with a host read on a CPU
+    onehot = torch.zeros(len(labels), num_classes, device=labels.device).scatter_(1, labels[:, None], 1.0)
     if d.kind is None:
         return images, onehot
     partner = images.flip(0)
