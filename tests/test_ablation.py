@@ -155,6 +155,10 @@ def test_switches_define_recipe_ingredients_with_on_and_off_overrides() -> None:
     assert both == {"optim.optimizer": "muon", "optim.muon_lr": 0.2, "optim.lookahead": 0.77}
     with pytest.raises(ConfigError, match="unknown technique 'lowres'"):
         parse_techniques("amp,lowres", switches)
+    # a value may be a path: only a "/" followed by section.key= starts the off-overrides
+    pre = parse_switch("pre=model.pretrained=/runs/src/best.pt,optim.lr=0.01/model.pretrained=null")
+    assert pre.on == {"model.pretrained": "/runs/src/best.pt", "optim.lr": 0.01}
+    assert pre.off == {"model.pretrained": None}
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,14 @@ it on, those that turn it off), e.g. ``muon=optim.optimizer=muon`` or
 
     >>> parse_switch("lowres=data.low_res=24,data.low_res_epochs=3")
     Switch(name='lowres', on={'data.low_res': 24, 'data.low_res_epochs': 3}, off={})
+    >>> parse_switch("pre=model.pretrained=runs/source/best.pt").on  # a path's "/" is no separator
+    {'model.pretrained': 'runs/source/best.pt'}
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,8 @@ from quicktrain.config import parse_override
 from quicktrain.errors import ConfigError
 from quicktrain.records import BASELINE, dataset_slug, model_slug
 from quicktrain.techniques.registry import arm_names, spec
+
+_OFF = re.compile(r"/(?=\s*[A-Za-z_]\w*\.\w+=)")  # the "/" before the off-overrides' first section.key=
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,8 @@ def parse_switch(text: str) -> Switch:
         raise ConfigError(f"--switch '{text}' must be NAME=section.key=value[,...][/section.key=value,...]")
     if name in arm_names() or name == BASELINE:
         raise ConfigError(f"--switch name '{name}' is taken by a built-in technique; choose another")
-    on_text, _, off_text = rest.partition("/")
+    # "/" starts the off-overrides only where a section.key= follows it, so values may be paths
+    on_text, off_text = ([*_OFF.split(rest, maxsplit=1), ""])[:2]
     on = _overrides(on_text, text)
     if not on:
         raise ConfigError(f"--switch '{text}' turns nothing on: give at least one section.key=value")
