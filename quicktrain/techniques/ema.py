@@ -40,6 +40,10 @@ def ema_decay(update: int, decay: float, warmup: bool = True) -> float:
 
 @dataclass(frozen=True)
 class ModelEma(Technique):
+    """``--model-ema DECAY`` (the module's docstring has the rule). Hooks: :meth:`settle` copies the
+    built model, :meth:`after_update` moves the copy, :meth:`scored_model` hands it to evaluation,
+    :meth:`state_dict` / :meth:`load_state_dict` put it in checkpoints."""
+
     active: bool
     decay: float = 0.0
     warmup: bool = True

@@ -78,6 +78,9 @@ def mix_batch(
 
 @dataclass(frozen=True)
 class BatchMix(Technique):
+    """``--mixup`` / ``--cutmix`` (the module's docstring has the rule). Hooks: :meth:`settle` learns
+    the number of classes, :meth:`transform` mixes each effective batch and returns its soft targets."""
+
     active: bool
     mixup: float = 0.0
     cutmix: float = 0.0
