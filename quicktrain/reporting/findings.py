@@ -1,7 +1,7 @@
 """The study's four questions, answered in sentences generated from the numbers, claiming no
 more than the runs show. Every finding names the runs it rests on.
 
-Rules (documented in the README and in each report):
+Rules (documented in docs/measuring.md and in each report):
 - **Speed.** With a target accuracy, a combination's speed-up is its time to the target against
   the baseline's, paired by seed, and only when every seed of both reached the target; one that
   reached it in k of n seeds is shown as such and gets no speed-up. Without a target, speed-ups
