@@ -74,7 +74,6 @@ class EarlyParams:
     def describe(self) -> str:
         parts = [f"{', '.join(self.params)} trained for the first {self.epochs} epochs only"] if self.epochs else []
         if self.frozen_epochs:
-            parts.append(
-                f"{len(self.frozen)} parameters held fixed for the first {self.frozen_epochs} epochs (head only)"
-            )
+            epochs = f"{self.frozen_epochs} epoch" + ("s" if self.frozen_epochs > 1 else "")
+            parts.append(f"only the head trains for the first {epochs} ({len(self.frozen)} other tensors held fixed)")
         return "; ".join(parts)
