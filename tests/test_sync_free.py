@@ -174,12 +174,16 @@ def test_the_device_loader_yields_batches_without_syncing():
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
 @pytest.mark.parametrize("loader", ["torch", "device"])
 def test_cuda_updates_run_under_sync_debug_mode_error(tmp_path, amp, loader):
-    from quicktrain.engine.setup import build_run
-
     # the torch loader's copy is asynchronous only from pinned memory: a pageable copy waits, by design
     overrides = {"run.device": "cuda", "techniques.amp": amp, "data.loader": loader, "techniques.pin_memory": True}
-    cfg = tiny_config(tmp_path / "run", **overrides)
-    run = build_run(cfg, progress=False)
+    _one_update_under_sync_debug_mode_error(tmp_path, overrides)
+
+
+def _one_update_under_sync_debug_mode_error(tmp_path, overrides):
+    """Build a CUDA run, take one warm-up update, then one more with any host sync an error."""
+    from quicktrain.engine.setup import build_run
+
+    run = build_run(tiny_config(tmp_path / "run", **overrides), progress=False)
     batches = iter(run.train_loader)
     train_step(run.state, next(batches))  # warm-up
     batch = next(batches)
@@ -189,23 +193,13 @@ def test_cuda_updates_run_under_sync_debug_mode_error(tmp_path, amp, loader):
         train_step(run.state, batch)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+    return run
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="sync debug mode needs CUDA")
 def test_cuda_updates_with_mixup_cutmix_and_ema_run_under_sync_debug_mode_error(tmp_path):
-    from quicktrain.engine.setup import build_run
-
     overrides = {"run.device": "cuda", "data.loader": "device", "data.mixup": 0.8, "data.cutmix": 1.0}
-    run = build_run(tiny_config(tmp_path / "run", **overrides, **{"optim.model_ema": 0.9}), progress=False)
-    batches = iter(run.train_loader)
-    train_step(run.state, next(batches))  # warm-up
-    batch = next(batches)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        train_step(run.state, batch)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    run = _one_update_under_sync_debug_mode_error(tmp_path, {**overrides, "optim.model_ema": 0.9})
     assert run.techniques.get("ema").average is not None
     assert next(run.techniques.get("ema").average.parameters()).is_cuda
 
