@@ -21,26 +21,10 @@ CORE=${CORE:-1}
 export OMP_NUM_THREADS=1
 run() { taskset -c "$CORE" python -m quicktrain "$@"; }
 mkdir -p "$OUT"
-# the same jobs and targets as rq_grid.sh
-if [[ "$DATASET" == mnist5k || "$DATASET" == digits ]]; then
-  SUBSET="--max-train-samples 2000"
-  BATCH=32 EVAL=32
-  JOBS=(
-    "resnet18|--optimizer sgd --lr 0.05 --epochs 5|0.50"
-    "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 5|0.25"
-    "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|0.25"
-  )
-else
-  SUBSET="--max-train-samples 2000 --max-test-samples 1000"
-  BATCH=128 EVAL=8
-  JOBS=(
-    "resnet18|--optimizer sgd --lr 0.2 --epochs 10|0.34"
-    "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|0.29"
-    "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 20|0.18"
-  )
-fi
+# the same jobs, targets and baseline arm as rq_grid.sh
+source "$(dirname "$0")/rq_jobs.sh"
 SLUG=$(python -c "import sys; from quicktrain.records import dataset_slug; print(dataset_slug(sys.argv[1]))" "$DATASET")
-off="techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch"
+off=$BASELINE_OFF
 ablate() {  # model args target out switch
   # shellcheck disable=SC2086
   run ablate --techniques "${5%%=*}" --switch "$5/$off" --models "$1" --datasets "$DATASET" \
@@ -51,7 +35,7 @@ IFS='|' read -r model args target <<<"${JOBS[2]}"
 mkdir -p "$OUT/drift/runs"
 [[ -e "$OUT/drift/runs/${model}__${SLUG}__baseline__r0" ]] || cp -al "$GRID/$model/runs/${model}__${SLUG}__baseline__r0" "$OUT/drift/runs/"
 [[ -f "$OUT/drift/done" ]] || { ablate "$model" "$args" "$target" "$OUT/drift" \
-  "again=techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch" 1 \
+  "again=$BASELINE_OFF" 1 \
   && touch "$OUT/drift/done"; }
 
 for repeats in $(seq 1 "$REPEATS"); do

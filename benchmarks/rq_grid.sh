@@ -18,26 +18,8 @@ CORE=${CORE:-1}
 export OMP_NUM_THREADS=1
 run() { taskset -c "$CORE" python -m quicktrain "$@"; }
 mkdir -p "$OUT"
-# model | shared job (optimizer, epochs) | target test accuracy (each baseline reached it in its pilot)
-if [[ "$DATASET" == mnist5k || "$DATASET" == digits ]]; then
-  # their fixed test splits, whole; 2,000 training digits; batch 32: at batch 128 resnet18 had 80 updates in
-  # 5 epochs and reached 0.45 (benchmarks/results/rq-grid-mnist5k/README.md has the pilot)
-  SUBSET="--max-train-samples 2000"
-  BATCH=32 EVAL=32
-  JOBS=(
-    "resnet18|--optimizer sgd --lr 0.05 --epochs 5|${TARGET_RESNET18:-0.50}"
-    "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 5|${TARGET_VIT_TINY:-0.25}"
-    "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|${TARGET_EFFICIENTNET_B0:-0.25}"
-  )
-else
-  SUBSET="--max-train-samples 2000 --max-test-samples 1000"
-  BATCH=128 EVAL=8
-  JOBS=(
-    "resnet18|--optimizer sgd --lr 0.2 --epochs 10|${TARGET_RESNET18:-0.34}"
-    "vit_tiny|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 10|${TARGET_VIT_TINY:-0.29}"
-    "efficientnet_b0|--optimizer adamw --lr 0.001 --weight-decay 0.05 --epochs 20|${TARGET_EFFICIENTNET_B0:-0.18}"
-  )
-fi
+# the jobs, targets and baseline arm shared with rq1_grid.sh
+source "$(dirname "$0")/rq_jobs.sh"
 
 # autotune's pick of the layout and loader for each model (bf16 fixed: the study's precision)
 for job in "${JOBS[@]}"; do
@@ -54,7 +36,7 @@ for repeats in $(seq 1 "$REPEATS"); do
     cl=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['techniques']['channels_last'])" "$tuned")
     loader=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['data']['loader'])" "$tuned")
     on="techniques.amp=bf16,techniques.accum_steps=2,techniques.channels_last=${cl,,},data.loader=$loader"
-    off="techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch"
+    off=$BASELINE_OFF
     # shellcheck disable=SC2086
     run ablate --techniques opt --switch "opt=$on/$off" --models "$model" --datasets "$DATASET" \
       --repeats "$repeats" --batch-size "$BATCH" $args $SUBSET --target-accuracy "$target" --no-stop-at-target \
