@@ -101,26 +101,26 @@ CHILD = textwrap.dedent(
                     "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = Info
-    def heap_and_mapped():
+    def books():
         info = libc.mallinfo2()
-        return info.arena, info.hblkhd  # bytes in glibc's heap, bytes in blocks mmapped apart
-    before = heap_and_mapped()
+        return info.arena, info.uordblks, info.hblkhd  # heap bytes, of them in use; bytes mmapped apart
+    before = books()
     block = torch.ones(16 * 2**20)  # 64 MB
-    alive = heap_and_mapped()
+    alive = books()
     del block
-    print(*before, *alive, *heap_and_mapped())
+    print(*before, *alive, *books())
     """
 )
 
 MB = 2**20
 
 
-def _glibc_accounts(mode: str) -> list[tuple[int, int]]:
-    """glibc's own accounting (``mallinfo2``) around a 64 MB tensor: (bytes in the heap, bytes
-    mmapped apart) before it is allocated, while it is alive and after it is freed."""
+def _glibc_accounts(mode: str) -> list[tuple[int, int, int]]:
+    """glibc's own accounting (``mallinfo2``) around a 64 MB tensor: (bytes in the heap, of them
+    in use, bytes mmapped apart) before it is allocated, while it is alive and after it is freed."""
     out = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, check=True).stdout
-    numbers = [int(n) for n in out.split()[-6:]]
-    return list(zip(numbers[::2], numbers[1::2], strict=True))
+    numbers = [int(n) for n in out.split()[-9:]]
+    return [tuple(numbers[i : i + 3]) for i in (0, 3, 6)]
 
 
 @pytest.mark.skipif(not GLIBC or not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc >= 2.33's mallinfo2")
@@ -129,9 +129,9 @@ def test_a_freed_block_stays_in_the_heap_for_the_next_step():
     kernel can raise for its own reasons, e.g. NUMA balancing unmapping pages to sample them):
     with ``retain`` a 64 MB block comes from the heap and stays there once freed, ready for the
     next allocation with its pages in place; glibc's default maps it apart and unmaps it on free."""
-    (heap0, mapped0), (heap, mapped), (heap_after, mapped_after) = _glibc_accounts("retain")
-    assert mapped == mapped0 and heap >= heap0 + 64 * MB  # served from the heap
-    assert heap_after == heap and mapped_after == mapped0  # freed, and not trimmed: kept
-    (heap0, mapped0), (heap, mapped), (heap_after, mapped_after) = _glibc_accounts("system")
-    assert mapped >= mapped0 + 64 * MB and heap < heap0 + MB  # mapped apart
-    assert mapped_after == mapped0  # and handed back to the kernel on free
+    before, alive, freed = _glibc_accounts("retain")  # each (heap, in use, mapped apart)
+    assert alive[2] == before[2] and alive[1] >= before[1] + 64 * MB  # served from the heap
+    assert freed[1] < alive[1] - 60 * MB and freed[0] == alive[0] and freed[2] == before[2]  # freed, kept
+    before, alive, freed = _glibc_accounts("system")
+    assert alive[2] >= before[2] + 64 * MB and alive[1] < before[1] + MB  # mapped apart
+    assert freed[2] == before[2]  # and handed back to the kernel on free
