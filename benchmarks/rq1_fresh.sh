@@ -27,19 +27,12 @@ source "$(dirname "$0")/rq_jobs.sh"
 for repeats in $(seq 1 "$REPEATS"); do
   for job in "${JOBS[@]}"; do
     IFS='|' read -r model args target <<<"$job"
-    cl=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['techniques']['channels_last'])" \
-      "$TUNED/autotune-$model.yaml")
+    cl=$(autotuned techniques.channels_last "$TUNED/autotune-$model.yaml")
     for arm in bf16 accum; do
       dest="$OUT/$model-$arm"
       mkdir -p "$dest/runs"
-      if [[ $arm == accum ]]; then  # the baselines ran in MODEL-bf16
-        for base in "$OUT/$model-bf16"/runs/*__baseline__r*; do
-          [[ -e "$dest/runs/$(basename "$base")" ]] || cp -al "$base" "$dest/runs/"
-        done
-        sw="accum=techniques.amp=off,techniques.accum_steps=2,techniques.channels_last=false,data.loader=torch"
-      else
-        sw="bf16=techniques.amp=bf16,techniques.accum_steps=1,techniques.channels_last=${cl,,},data.loader=torch"
-      fi
+      [[ $arm == accum ]] && link_baselines "$OUT/$model-bf16" "$dest"  # the baselines ran in MODEL-bf16
+      sw=$(rq1_switch "$arm" "$cl")
       # shellcheck disable=SC2086
       run ablate --techniques "$arm" --switch "$sw/$BASELINE_OFF" --models "$model" --datasets "$DATASET" \
         --repeats "$repeats" --batch-size "$BATCH" $args $SUBSET --target-accuracy "$target" --no-stop-at-target \

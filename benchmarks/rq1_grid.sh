@@ -41,16 +41,11 @@ mkdir -p "$OUT/drift/runs"
 for repeats in $(seq 1 "$REPEATS"); do
   for job in "${JOBS[@]}"; do
     IFS='|' read -r model args target <<<"$job"
-    cl=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['techniques']['channels_last'])" \
-      "$GRID/autotune-$model.yaml")
+    cl=$(autotuned techniques.channels_last "$GRID/autotune-$model.yaml")
     for arm in bf16 accum; do
       dest="$OUT/$model-$arm"
-      mkdir -p "$dest/runs"
-      for base in "$GRID/$model"/runs/*__baseline__r*; do  # the grid's baselines, linked once
-        [[ -e "$dest/runs/$(basename "$base")" ]] || cp -al "$base" "$dest/runs/"
-      done
-      if [[ $arm == bf16 ]]; then sw="bf16=techniques.amp=bf16,techniques.accum_steps=1,techniques.channels_last=${cl,,},data.loader=torch"
-      else sw="accum=techniques.amp=off,techniques.accum_steps=2,techniques.channels_last=false,data.loader=torch"; fi
+      link_baselines "$GRID/$model" "$dest"  # the grid's baselines, linked once
+      sw=$(rq1_switch "$arm" "$cl")
       ablate "$model" "$args" "$target" "$dest" "$sw" "$repeats"
     done
   done

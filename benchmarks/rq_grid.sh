@@ -33,9 +33,9 @@ for repeats in $(seq 1 "$REPEATS"); do
   for job in "${JOBS[@]}"; do
     IFS='|' read -r model args target <<<"$job"
     tuned="$OUT/autotune-$model.yaml"
-    cl=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['techniques']['channels_last'])" "$tuned")
-    loader=$(python -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['data']['loader'])" "$tuned")
-    on="techniques.amp=bf16,techniques.accum_steps=2,techniques.channels_last=${cl,,},data.loader=$loader"
+    cl=$(autotuned techniques.channels_last "$tuned")
+    loader=$(autotuned data.loader "$tuned")
+    on="techniques.amp=bf16,techniques.accum_steps=2,techniques.channels_last=$cl,data.loader=$loader"
     off=$BASELINE_OFF
     # shellcheck disable=SC2086
     run ablate --techniques opt --switch "opt=$on/$off" --models "$model" --datasets "$DATASET" \

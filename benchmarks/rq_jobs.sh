@@ -22,3 +22,20 @@ else
   )
 fi
 BASELINE_OFF="techniques.amp=off,techniques.accum_steps=1,techniques.channels_last=false,data.loader=torch"
+
+# What the scripts that source this share besides the jobs:
+autotuned() {  # SECTION.KEY AUTOTUNE_YAML: the value autotune chose (True/False come out lower-case)
+  python -c "import yaml,sys; s,k=sys.argv[1].split('.'); print(str(yaml.safe_load(open(sys.argv[2]))[s][k]).lower())" "$1" "$2"
+}
+link_baselines() {  # FROM DEST: hard-link FROM's baseline runs into DEST/runs, once
+  mkdir -p "$2/runs"
+  for base in "$1"/runs/*__baseline__r*; do
+    [[ -e "$2/runs/$(basename "$base")" ]] || cp -al "$base" "$2/runs/"
+  done
+}
+rq1_switch() {  # ARM LAYOUT: RQ1's one-technique arm (bf16 with the tuned layout, or accum), as --switch's on-side
+  case $1 in
+    bf16) echo "bf16=techniques.amp=bf16,techniques.accum_steps=1,techniques.channels_last=$2,data.loader=torch" ;;
+    accum) echo "accum=techniques.amp=off,techniques.accum_steps=2,techniques.channels_last=false,data.loader=torch" ;;
+  esac
+}
