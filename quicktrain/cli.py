@@ -227,6 +227,14 @@ def _add_inference_parsers(sub: Any) -> None:
         "--device", default="auto", help="auto (the GPU if there is one, as train), cpu, cuda or cuda:N [auto]"
     )
     predict.add_argument("--no-progress", action="store_true", help="no progress bar")
+    for parser in (evaluate, predict):
+        parser.add_argument(
+            "--max-image-pixels",
+            type=int,
+            metavar="N",
+            help="refuse image files that declare more pixels than this [178,956,970: Pillow's decompression-bomb "
+            "guard]; raise it for real gigapixel scans",
+        )
     export = _run_command(
         sub,
         "export",
@@ -260,6 +268,12 @@ def _run_command(sub: Any, name: str, **texts: str) -> argparse.ArgumentParser:
         "run", type=Path, help="a run folder (config.yaml, summary.json, model.pt), or a weights file in one"
     )
     parser.add_argument("--weights", default="model.pt", help="model.pt (final) or best.pt [model.pt]")
+    parser.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="import the model factory file the run's config names even when it lies inside the run folder or "
+        "differs from the one the run recorded (code from a folder someone sent you runs with your rights)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     return parser
 
@@ -522,11 +536,21 @@ def _device_of(cfg: Config) -> Any:
     return resolve_device(cfg.run.device)
 
 
+def _pixel_limit(args: argparse.Namespace) -> None:
+    if args.max_image_pixels is not None:
+        if args.max_image_pixels < 1:
+            raise ConfigError(f"--max-image-pixels must be a positive number of pixels, got {args.max_image_pixels}")
+        from quicktrain.data.decode import set_pixel_limit
+
+        set_pixel_limit(args.max_image_pixels)
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from quicktrain.inference import evaluate_run, load_run
     from quicktrain.records import dataset_slug
 
-    loaded = load_run(args.run, args.weights, args.device)
+    _pixel_limit(args)
+    loaded = load_run(args.run, args.weights, args.device, args.trust_code)
     out = args.out or loaded.folder / f"evaluation-{dataset_slug(args.dataset)}"
     report = evaluate_run(
         loaded, args.dataset, out, args.max_test_samples, tta=args.tta, tta_fraction=args.tta_fraction
@@ -554,7 +578,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
-    loaded = load_run(args.run, args.weights, args.device)
+    _pixel_limit(args)
+    loaded = load_run(args.run, args.weights, args.device, args.trust_code)
     rows = predict(loaded, image_files(args.paths), args.batch_size, progress=not args.no_progress)
     write_predictions(rows, args.out)
     print(f"{len(rows)} images -> {args.out}")
@@ -564,7 +589,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from quicktrain.inference import EXPORT_SUFFIXES, export, load_run
 
-    loaded = load_run(args.run, args.weights, device="cpu")  # exports are built and checked on the CPU
+    loaded = load_run(args.run, args.weights, "cpu", args.trust_code)  # exports are built and checked on the CPU
     default = loaded.folder / EXPORT_SUFFIXES.get(args.format, "model")
     checked = export(loaded, args.format, args.out or default, uint8_input=args.uint8_input)
     print(

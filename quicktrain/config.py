@@ -119,6 +119,16 @@ class DataConfig:
     cache_dir: str | None = opt(
         None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"
     )
+    classes: list[str] | None = opt(
+        None,
+        "imagefolder: train and evaluate on these class folders only (labels in sorted order), the others ignored; "
+        "default: every class folder, each of which must hold at least one image",
+    )
+    max_image_pixels: int | None = opt(
+        None,
+        "refuse image files that declare more pixels than this (Pillow's decompression-bomb guard, default "
+        "178,956,970); raise it for real gigapixel scans",
+    )
     mean: list[float] | None = opt(
         None,
         "per-channel mean (1 or 3 values, fractions of 255) to normalise inputs with; default: computed from "
@@ -634,6 +644,7 @@ def _validate(cfg: Config) -> None:
         "data.resolution": cfg.data.resolution,
         "data.max_train_samples": cfg.data.max_train_samples,
         "data.max_test_samples": cfg.data.max_test_samples,
+        "data.max_image_pixels": cfg.data.max_image_pixels,
         "model.image_size": cfg.model.image_size,
         "techniques.micro_batch_size": _number(cfg.techniques.micro_batch_size),
         "techniques.accum_steps": cfg.techniques.accum_steps,

@@ -17,6 +17,7 @@ import csv
 import inspect
 import io
 import json
+import logging
 import math
 import tempfile
 import time
@@ -32,6 +33,7 @@ from torch import nn
 from quicktrain.atomic import atomic_write, atomic_write_text
 from quicktrain.config import Config, model_keywords
 from quicktrain.errors import ConfigError, DataError
+from quicktrain.weights_file import read_weights
 
 EXPORT_FORMATS = ("onnx", "pt2", "torchscript", "safetensors")
 
@@ -64,18 +66,21 @@ class LoadedRun:
             from quicktrain.data.photo_store import eval_crop
 
             return eval_crop(path, spec["store_side"], spec["size"], spec["crop_pct"])
-        from quicktrain.data.imagefolder import decode_image
+        from quicktrain.data.decode import decode_image
 
         return decode_image(path, spec["size"])
 
 
-def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto") -> LoadedRun:
+def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto", trust_code: bool = False) -> LoadedRun:
     """The model of a run folder (or of a weights file in one), on ``device`` (auto: the GPU when
     there is one, as ``train`` picks), in eval mode. A run trained in fp16 (CUDA only) is evaluated
-    in the best precision the device has natively (``amp=auto``)."""
+    in the best precision the device has natively (``amp=auto``). A model factory file named by the
+    run's config is imported only when it is the file the run recorded, or with ``trust_code``
+    (:func:`quicktrain.models.external.check_recorded_code`)."""
     from quicktrain.data.prepare import InputPipeline
     from quicktrain.engine.setup import resolve_device
     from quicktrain.models import create_model
+    from quicktrain.models.external import check_recorded_code
     from quicktrain.techniques import memory_format
     from quicktrain.techniques.precision import resolve_precision
 
@@ -90,12 +95,15 @@ def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto") 
     summary = json.loads((folder / "summary.json").read_text())
     classes = summary.get("classes") or [str(i) for i in range(summary["num_classes"])]
     image_size = int(summary["image_size"])
+    code = check_recorded_code(cfg.model.name, folder, summary.get("model_code"), trust_code)
+    if code:
+        logging.getLogger("quicktrain").warning(code)
     model = create_model(cfg.model.name, len(classes), image_size, kwargs=model_keywords(cfg.model))
+    state = read_weights(file, file)
     try:
-        state = torch.load(file, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
-    except (RuntimeError, KeyError, TypeError) as err:
-        detail = " ".join(str(err).split())[:300]
+    except (RuntimeError, KeyError, TypeError, AttributeError) as err:  # not a state dict, or another model's
+        detail = " ".join(str(err).split())[:200]
         raise ConfigError(f"weights '{file}' do not match model {cfg.model.name!r}: {detail}") from None
     dev = resolve_device(device)
     layout = memory_format(cfg.techniques.channels_last)  # as trained: NCHW costs ~3x on a CPU
@@ -208,13 +216,13 @@ def _confusion_png(cm: torch.Tensor, classes: list[str], path: Path) -> None:
 
 # ---- predict ---------------------------------------------------------------------------------
 def image_files(paths: list[str | Path]) -> list[Path]:
-    from quicktrain.data.imagefolder import IMAGE_SUFFIXES
+    from quicktrain.data.decode import list_images
 
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+            found += list_images(path)[0]  # the rule training folders follow: hidden files skipped
         elif path.is_file():
             found.append(path)
         else:

@@ -47,6 +47,7 @@ class Arrays:
     val: Split | None = None  # carved out of the training split by --val-fraction
     crop: str = "pad"  # training crops: pad (CIFAR's pad-and-crop) or resized (photos: RandomResizedCrop)
     source_sizes: dict | None = None  # imagefolder: the files' sizes (see imagefolder.size_summary)
+    notes: tuple[str, ...] = ()  # what loading found that the banner and record should say
 
     @property
     def num_classes(self) -> int:

@@ -19,41 +19,72 @@ Two kinds of folder, told apart from the headers of up to 256 training files (``
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 from tqdm import tqdm
 
 from quicktrain.data.arrays import Arrays, Split, balanced_subset
 from quicktrain.data.cache import atomic_save_npz, cache_root, load_cached
+from quicktrain.data.decode import IMAGE_SUFFIXES, decode_image, list_images, opened
 from quicktrain.data.photo_store import PhotoFiles, open_store
 from quicktrain.data.stream import FileImages, decoded_bytes, memory_budget_bytes
 from quicktrain.errors import DataError
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff", ".ppm"}
+
+@dataclass(frozen=True)
+class Listing:
+    """One split of an image folder: its classes, files (sorted, stable), labels, and how many of
+    the files lie in subfolders of their class folder (``train/cat/2023/x.jpg``)."""
+
+    classes: list[str]
+    paths: list[Path]
+    labels: np.ndarray
+    nested: int
 
 
-def list_split(root: Path, split: str) -> tuple[list[str], list[Path], np.ndarray]:
-    """Class names, image paths and labels of ``root/split`` in a sorted, stable order."""
-    folder = root / split
+def class_names(folder: Path, only: tuple[str, ...] | None = None) -> list[str]:
+    """The class folders of one split, sorted; hidden ones are not classes. ``only`` must name some."""
     if not folder.is_dir():
-        raise DataError(f"'{folder}' is not a folder; imagefolder:PATH needs PATH/{split}/<class>/")
-    classes = sorted(d.name for d in folder.iterdir() if d.is_dir())
+        raise DataError(f"'{folder}' is not a folder; imagefolder:PATH needs PATH/{folder.name}/<class>/")
+    present = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if only is not None:
+        missing = sorted(set(only) - set(present))
+        if missing:
+            raise DataError(
+                f"data.classes names {', '.join(missing)}, not a class folder of '{folder}' (it has "
+                f"{', '.join(present[:20]) or 'none'}{', ...' if len(present) > 20 else ''})"
+            )
+    classes = sorted(only) if only is not None else present
     if not classes:
         raise DataError(f"'{folder}' has no class folders; expected {folder}/<class>/<image>")
-    paths, labels = [], []
+    return classes
+
+
+def list_split(root: Path, split: str, only: tuple[str, ...] | None = None) -> Listing:
+    """The images of ``root/split/<class>/``, subfolders included (torchvision's ImageFolder walks
+    them too), hidden files and folders skipped (:mod:`quicktrain.data.decode`). A class folder
+    without images is refused, naming it, unless ``only`` (``data.classes``) leaves it out."""
+    folder = root / split
+    classes = class_names(folder, only)
+    paths, labels, nested, empty = [], [], 0, []
     for label, name in enumerate(classes):
-        files = sorted(p for p in (folder / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        files, below = list_images(folder / name)
         paths += files
         labels += [label] * len(files)
-    if not paths:
-        raise DataError(f"'{folder}' holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
-    return classes, paths, np.asarray(labels, dtype=np.int64)
+        nested += below
+        if not files:
+            empty.append(name)
+    if empty:
+        shown = ", ".join(f"'{folder / name}'" for name in empty[:3]) + (", ..." if len(empty) > 3 else "")
+        raise DataError(
+            f"no image file in the class folder{'s' if len(empty) > 1 else ''} {shown} ({' '.join(IMAGE_SUFFIXES)}); "
+            "remove it, or name the classes to train with --classes"
+        )
+    return Listing(classes, paths, np.asarray(labels, dtype=np.int64), nested)
 
 
 def load_imagefolder(
@@ -73,19 +104,21 @@ def load_imagefolder(
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"imagefolder path '{root}' does not exist or is not a folder")
-    train_classes, train_paths, train_labels = list_split(root, "train")
-    parts = [(train_paths, train_labels, max_train)]
     held_out = "test" if (root / "test").is_dir() or not (root / "val").is_dir() else "val"
     if load_test:  # otherwise the test folder is not even listed
-        test_classes, test_paths, test_labels = list_split(root, held_out)
-        if train_classes != test_classes:
-            only = sorted(set(train_classes) ^ set(test_classes))
+        names = class_names(root / "train", photo.classes), class_names(root / held_out, photo.classes)
+        if names[0] != names[1]:
+            only = sorted(set(names[0]) ^ set(names[1]))
             raise DataError(
                 f"class folders differ between '{root / 'train'}' and '{root / held_out}': {', '.join(only)}"
             )
-        parts.append((test_paths, test_labels, max_test))
+    train = list_split(root, "train", photo.classes)
+    parts = [(train.paths, train.labels, max_train)]
+    if load_test:
+        test = list_split(root, held_out, photo.classes)
+        parts.append((test.paths, test.labels, max_test))
     chosen = [(balanced_subset(labels, limit), paths, labels) for paths, labels, limit in parts]
-    train_files = [train_paths[i] for i in chosen[0][0]]
+    train_files = [train.paths[i] for i in chosen[0][0]]
     probed = probe_sizes(train_files)
     crop = photo.crop if photo.crop != "auto" else ("pad" if looks_like_thumbnails(probed) else "resized")
     if crop == "pad":
@@ -110,9 +143,16 @@ def load_imagefolder(
         else:
             images = _decode_cached(files, resolution, cache_dir, progress)
         splits.append(Split(images, labels[keep]))
-    test = splits[1] if load_test else None
+    nested = f"{train.nested} of {len(train.paths)} training images from subfolders of their class folders"
     return Arrays(
-        f"imagefolder:{root}", tuple(train_classes), splits[0], test, source=str(root), crop=crop, source_sizes=sizes
+        f"imagefolder:{root}",
+        tuple(train.classes),
+        splits[0],
+        splits[1] if load_test else None,
+        str(root),
+        crop=crop,
+        source_sizes=sizes,
+        notes=(nested,) if train.nested else (),
     )
 
 
@@ -125,6 +165,7 @@ class PhotoOptions:
     store_size: int | None = None  # the store's shorter side; None: store_side()'s default
     size_hint: int | None = None  # model.image_size: the training size when data.resolution is not given
     workers: int | None = None  # processes that build the store; None: every CPU
+    classes: tuple[str, ...] | None = None  # data.classes: the class folders to use; None: all
 
     def store_side(self, size: int) -> int:
         """The stored shorter side: given, or enough for the evaluation crop (size / crop_pct) and
@@ -141,11 +182,8 @@ def probe_sizes(paths: list[Path], limit: int = PROBE_LIMIT) -> np.ndarray:
     step = max(1, len(paths) // limit)
     sizes = []
     for p in paths[::step][:limit]:
-        try:
-            with Image.open(p) as img:
-                sizes.append((img.size[1], img.size[0]))
-        except (OSError, ValueError) as err:
-            raise DataError(f"cannot decode image '{p}': {err}") from None
+        with opened(p) as img:
+            sizes.append((img.size[1], img.size[0]))
     return np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
 
 
@@ -202,17 +240,3 @@ def _decode_cached(paths: list[Path], resolution: int, cache_dir: str | None, pr
         images[i] = decode_image(p, resolution)
     atomic_save_npz(cache_file, images=images)
     return images
-
-
-def decode_image(path: Path | bytes, resolution: int) -> np.ndarray:
-    """One image file (or its bytes) as (resolution, resolution, 3) uint8 RGB."""
-    source = io.BytesIO(path) if isinstance(path, bytes) else path
-    try:
-        with Image.open(source) as img:
-            img = img.convert("RGB")
-            if img.size != (resolution, resolution):
-                img = img.resize((resolution, resolution), Image.BILINEAR)
-            return np.asarray(img, dtype=np.uint8)
-    except (OSError, ValueError) as err:
-        name = "<bytes>" if isinstance(path, bytes) else str(path)
-        raise DataError(f"cannot decode image '{name}': {err}") from None

@@ -34,6 +34,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from quicktrain.data.cache import cache_root
+from quicktrain.data.decode import opened, to_rgb
 from quicktrain.data.photo_crops import ATTEMPTS, centre_crop_boxes, crop_resize, resized_crop_boxes, uniforms
 from quicktrain.errors import DataError
 
@@ -45,19 +46,16 @@ _CHUNK = 64  # files per task of a parallel build
 def decode_photo(path: Path, side: int) -> tuple[np.ndarray, tuple[int, int]]:
     """One image file as (H, W, 3) uint8 with its shorter side at most ``side`` (aspect kept), and
     its source (height, width). JPEGs are decoded at the smallest DCT scale still >= that size."""
-    try:
-        with Image.open(path) as img:
-            width, height = img.size
-            short = min(width, height)
-            target = (math.ceil(width * side / short), math.ceil(height * side / short))
-            if short > side and hasattr(img, "draft"):
-                img.draft("RGB", target)  # JPEG only: a 1/2, 1/4 or 1/8 scale decode; others ignore it
-            img = img.convert("RGB")
-            if min(img.size) > side:
-                img = img.resize(target, Image.BILINEAR)  # antialiased: Pillow's filters widen when reducing
-            return np.asarray(img, dtype=np.uint8), (height, width)
-    except (OSError, ValueError) as err:
-        raise DataError(f"cannot decode image '{path}': {err}") from None
+    with opened(path) as img:
+        width, height = img.size
+        short = min(width, height)
+        target = (math.ceil(width * side / short), math.ceil(height * side / short))
+        if short > side and hasattr(img, "draft"):
+            img.draft("RGB", target)  # JPEG only: a 1/2, 1/4 or 1/8 scale decode; others ignore it
+        img = to_rgb(img)
+        if min(img.size) > side:
+            img = img.resize(target, Image.BILINEAR)  # antialiased: Pillow's filters widen when reducing
+        return np.asarray(img, dtype=np.uint8), (height, width)
 
 
 def eval_crop(path: Path, side: int, size: int, crop_pct: float) -> np.ndarray:

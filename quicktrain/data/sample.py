@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from quicktrain.data.arrays import Arrays, Split
-from quicktrain.data.imagefolder import decode_image
+from quicktrain.data.decode import decode_image
 
 SAMPLE_FILE = Path(__file__).with_name("sample_cifar10.npz")
 

@@ -23,6 +23,10 @@ def load_arrays(
     test_data)`` datasets; carve the validation split (chosen by ``seed``) out of the training
     split; leave the test split unread unless ``cfg.load_test``. ``size_hint`` (the model's
     image size) is the training size of a photo folder when ``cfg.resolution`` is not given."""
+    from quicktrain.data.decode import set_pixel_limit
+
+    if cfg.max_image_pixels is not None:
+        set_pixel_limit(cfg.max_image_pixels)  # before any file is opened, here or in a worker
     if objects is not None:
         from quicktrain.data.objects import arrays_from_datasets
 
@@ -45,6 +49,7 @@ def _load(cfg: DataConfig, progress: bool, size_hint: int | None = None) -> Arra
         path = name.partition(":")[2]
         if not path:
             raise DataError("imagefolder needs a path: --dataset imagefolder:PATH")
+        classes = tuple(cfg.classes) if cfg.classes else None
         # subsets are chosen before decoding, so a small run decodes only what it uses
         return load_imagefolder(
             path,
@@ -55,8 +60,10 @@ def _load(cfg: DataConfig, progress: bool, size_hint: int | None = None) -> Arra
             progress,
             cfg.load_test,
             cfg.data_mode,
-            PhotoOptions(cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None),
+            PhotoOptions(cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None, classes),
         )
+    if cfg.classes:
+        raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name} has fixed classes")
     if cfg.crop == "resized":
         raise DataError(f"data.crop=resized is for imagefolder:PATH folders of photos; {name} holds fixed-size images")
     if cfg.data_mode == "stream":
@@ -88,12 +95,8 @@ def _load(cfg: DataConfig, progress: bool, size_hint: int | None = None) -> Arra
 def subset(arrays: Arrays, max_train: int | None, max_test: int | None) -> Arrays:
     if max_train is None and max_test is None:
         return arrays
-    return Arrays(
-        arrays.name,
-        arrays.classes,
-        arrays.train.take(balanced_subset(arrays.train.labels, max_train)),
-        arrays.test.take(balanced_subset(arrays.test.labels, max_test)) if arrays.test is not None else None,
-        arrays.source,
-        crop=arrays.crop,
-        source_sizes=arrays.source_sizes,
+    return dataclasses.replace(
+        arrays,
+        train=arrays.train.take(balanced_subset(arrays.train.labels, max_train)),
+        test=arrays.test.take(balanced_subset(arrays.test.labels, max_test)) if arrays.test is not None else None,
     )

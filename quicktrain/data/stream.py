@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from quicktrain.data.decode import decode_image
+
 
 class FileImages:
     """``N`` image files as a lazy ``(N, resolution, resolution, 3)`` uint8 array."""
@@ -38,8 +40,6 @@ class FileImages:
         return len(self.paths)
 
     def __getitem__(self, index: slice | np.ndarray | list[int]) -> np.ndarray:
-        from quicktrain.data.imagefolder import decode_image
-
         chosen = self.paths[index] if isinstance(index, slice) else [self.paths[int(i)] for i in np.asarray(index)]
         out = np.empty((len(chosen), self.resolution, self.resolution, 3), dtype=np.uint8)
         for i, path in enumerate(chosen):

@@ -25,6 +25,7 @@ from quicktrain.atomic import atomic_write, atomic_write_text
 from quicktrain.engine.state import TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.techniques.layout import unwrap
+from quicktrain.weights_file import read_weights
 
 log = logging.getLogger("quicktrain")
 
@@ -115,10 +116,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise ConfigError(f"run.resume: checkpoint '{path}' is corrupt (checksum mismatch)")
     if not sums.is_file() and _NAME.search(path.name):
         raise ConfigError(f"run.resume: checkpoint '{path}' is incomplete (no checksum file)")
-    try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as err:  # truncated or foreign files raise several types
-        raise ConfigError(f"run.resume: cannot read checkpoint '{path}': {err}") from None
+    return read_weights(io.BytesIO(data), path, "run.resume: ")
 
 
 def newest_valid(folder: Path) -> tuple[Path, dict[str, Any]] | None:

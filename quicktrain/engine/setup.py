@@ -332,6 +332,7 @@ def describe(run: Run) -> list[str]:
         )
         + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
         *([f"  photos        {photo_line(run.arrays, cfg.data.crop_pct)}"] if run.arrays.crop == "resized" else []),
+        *(f"  data          {note}" for note in run.arrays.notes),
         f"  augment       {run.augment.describe() if cfg.data.augment else 'off'}",
         f"  optimizer     {cfg.optim.optimizer}"
         + (

@@ -11,6 +11,7 @@ from quicktrain.config import model_keywords
 from quicktrain.data.loader import order_fingerprint
 from quicktrain.engine.setup import Run
 from quicktrain.metrics import peak_memory_mb, per_class
+from quicktrain.models.external import code_record
 
 
 def build_summary(
@@ -35,6 +36,7 @@ def build_summary(
         "stopped_by": stopped_by if status == "completed" else None,
         "model": cfg.model.name,
         "model_kwargs": model_keywords(cfg.model),  # --drop-path, --model-kwargs
+        "model_code": code_record(cfg.model.name),  # a factory file: where it was and its sha256
         "origin": run.origin.to_dict() if run.origin else None,  # --pretrained: what was loaded, what is new
         "freeze_epochs": cfg.optim.freeze_epochs,
         "layer_decay": cfg.optim.layer_decay,
@@ -135,6 +137,8 @@ def _input(run: Run) -> dict[str, Any]:
         )  # fmt: skip
     if arrays.source_sizes is not None:
         record["source_sizes"] = arrays.source_sizes
+    if arrays.notes:
+        record["notes"] = list(arrays.notes)
     return record
 
 

@@ -122,6 +122,53 @@ def _factory_entry(spec: str) -> ModelEntry:
     return ModelEntry(spec, factory, f"your factory {function}() in {target}", note=_unchanged)
 
 
+# ---- code named by a run record ---------------------------------------------------------------
+def factory_file(name: str) -> Path | None:
+    """The file a ``path/to/file.py:make`` model name imports (resolved); None for other names."""
+    if name.startswith(TIMM_PREFIX) or ":" not in name:
+        return None
+    target = name.rpartition(":")[0]
+    if not (target.endswith(".py") or "/" in target or "\\" in target):
+        return None  # package.module:make imports installed code, not a file
+    return Path(target).expanduser().resolve()
+
+
+def code_record(name: str) -> dict[str, str] | None:
+    """What a run records of its factory file (the record's ``model_code``): path and sha256."""
+    path = factory_file(name)
+    if path is None or not path.is_file():
+        return None
+    return {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def check_recorded_code(name: str, run_folder: Path, recorded: dict[str, str] | None, trust: bool) -> str | None:
+    """Whether a run record's factory file may be imported (transformers' ``trust_remote_code``).
+
+    Without ``trust`` it is imported only when it lies outside the run folder, where the record
+    says, with the sha256 the record holds: code that travelled with a folder from someone else
+    never runs uninvited. Returns a line for the banner when a file will be imported."""
+    path = factory_file(name)
+    if path is None:
+        return None
+    inside = run_folder.resolve() in path.parents
+    if not path.is_file():
+        problem = "does not exist"
+    elif inside:
+        problem = "lies inside the run folder"
+    elif not recorded or recorded.get("file") != str(path):
+        problem = "is not the file the run's record says it trained with"
+    elif hashlib.sha256(path.read_bytes()).hexdigest() != recorded.get("sha256"):
+        problem = "has changed since the run was trained: its sha256 differs"
+    else:
+        return f"model code '{path}' imported (the file the run was trained with, sha256 as recorded)"
+    if not trust:
+        raise ConfigError(
+            f"the run's model.name imports code '{path}', which {problem}; quicktrain runs it only with --trust-code"
+        )
+    where = "from the run folder " if inside else ""
+    return f"model code '{path}' imported {where}with --trust-code ({problem})"
+
+
 def _unchanged(image_size: int) -> str:
     return "your factory's model, used as it returns it"
 
@@ -132,7 +179,8 @@ def _load_module(spec: str, target: str) -> ModuleType:
         if not path.is_file():
             raise ConfigError(f"model factory {spec!r}: file '{target}' does not exist")
         # one module per file, under a name that cannot clash with the user's packages
-        name = f"quicktrain_user_model_{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
+        # (and content: a file edited since it was imported in this process is imported anew)
+        name = f"quicktrain_user_model_{hashlib.sha1(str(path).encode() + path.read_bytes()).hexdigest()[:12]}"
         if name in sys.modules:
             return sys.modules[name]
         loader_spec = importlib.util.spec_from_file_location(name, path)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from quicktrain.errors import ConfigError
+from quicktrain.weights_file import read_weights
 
 # factory(num_classes, image_size, hub_weights, **model_keywords) -> nn.Module
 Factory = Callable[..., nn.Module]
@@ -112,11 +112,10 @@ def load_weights(model: nn.Module, path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"model.pretrained='{path}' is not a file; give a state-dict path or 'hub'")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises several types for unreadable or unsafe files
-        raise ConfigError(f"cannot load weights from '{path}': {err}") from None
-    if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
+    state = read_weights(path, path, "model.pretrained: ")
+    if not isinstance(state, dict):
+        raise ConfigError(f"model.pretrained: '{path}' holds a {type(state).__name__}, not a state dict")
+    if "model" in state and isinstance(state["model"], dict):
         state = state["model"]  # a quicktrain checkpoint
     own = model.state_dict()
     usable = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
