@@ -16,21 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from quicktrain.config import Config, RunConfig, parse_override, smoke
+from quicktrain.cli_timm import ALIASES, DIFFERS, add_timm_flags, apply_experiment, bare_kwargs
+from quicktrain.config import Config, DataConfig, RunConfig, parse_override, smoke
 from quicktrain.errors import ConfigError, QuicktrainError
 from quicktrain.logs import one_line, setup_logging
-
-# the names timm's train.py users type, accepted beside ours (shown together in --help)
-TIMM_ALIASES = {
-    "optim.optimizer": ("--opt",),
-    "optim.schedule": ("--sched",),
-    "optim.label_smoothing": ("--smoothing",),
-    "optim.grad_clip": ("--clip-grad",),
-    "optim.model_ema": ("--model-ema-decay",),
-    "techniques.accum_steps": ("--grad-accum-steps",),
-    "model.image_size": ("--img-size",),
-    "run.out": ("--output",),
-}
 
 
 def _flag(key: str) -> str:
@@ -79,15 +68,21 @@ def _add_config_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (
                 kwargs.update(nargs="?", const="mlruns", metavar="URI")
             else:
                 convert, extra = _converter(key, tp)
-                kwargs.update(type=convert, metavar=leaf.name.upper(), **extra)
+                kwargs.update(type=convert, metavar=leaf.name.upper(), **extra, **bare_kwargs(key))
+                if key == "model.model_kwargs":  # repeated, and with timm's --drop: added up
+                    kwargs["action"] = "extend"
             default = leaf.default if leaf.default is not dataclasses.MISSING else leaf.default_factory()
             if isinstance(default, list):
                 default = " ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in default)
-            kwargs["help"] += f" [{key}, default: {default}]"
-            group.add_argument(_flag(key), *TIMM_ALIASES.get(key, ()), **kwargs)
+            kwargs["help"] += f" [{key}, default: {default}]" + (f"; timm: {DIFFERS[key]}" if key in DIFFERS else "")
+            group.add_argument(_flag(key), *ALIASES.get(key, ()), **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # --drop is never --drop-path, --data is never --data-dir
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> typing.NoReturn:
         # one line, as every other input error: the usage block hides the message
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -104,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train a model and write a run record",
         description="Train a model. With no options: resnet18 on the bundled CIFAR-10 sample, offline. "
-        "Settings come from the defaults, then --config, then KEY=VALUE overrides, then flags.",
+        "Settings come from the defaults, then --config, then KEY=VALUE overrides, then flags. timm train.py's "
+        "flags mean what they mean there or are refused naming ours (docs/training.md); no flag is abbreviated.",
         epilog="example: quicktrain train --model vit_tiny --dataset cifar10 --data-dir data --download "
         "--batch-size 512 --micro-batch-size 128 --amp bf16 --epochs 10",
     )
@@ -124,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     _add_config_flags(train)
+    add_timm_flags(train)
     _add_ablate_parser(sub)
     _add_report_parser(sub)
     _add_tune_parser(sub)
@@ -367,10 +364,26 @@ def _add_autotune_parser(sub: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> Config:
     overrides = dict(parse_override(item) for item in args.overrides)
     overrides.update({k: v for k, v in vars(args).items() if "." in k})  # the flags given
+    apply_experiment(overrides, getattr(args, "_experiment", None))
     preset = args.config or _resumed_config(overrides)
-    if preset:
-        return Config.load(preset, overrides)
-    return Config.from_overrides(overrides)
+    cfg = Config.load(preset, overrides) if preset else Config.from_overrides(overrides)
+    return _data_dir_alone(cfg, overrides)
+
+
+def _data_dir_alone(cfg: Config, overrides: dict[str, Any]) -> Config:
+    """``--data-dir PATH`` is read by cifar10/cifar100; given without a dataset it means what it
+    means in timm (an image folder), and with any other dataset it is refused, never ignored."""
+    if "data.data_dir" not in overrides or cfg.data.dataset in ("cifar10", "cifar100"):
+        return cfg
+    path = overrides["data.data_dir"]
+    if "data.dataset" in overrides or cfg.data.dataset != "sample":
+        raise ConfigError(
+            f"--data-dir {path} is read by cifar10/cifar100 only, not by --dataset {cfg.data.dataset}; for a folder "
+            "of images use --dataset imagefolder:PATH"
+        )
+    print(f"--data-dir {path} without --dataset: training on --dataset imagefolder:{path} (timm's meaning)")
+    unread = DataConfig.__dataclass_fields__["data_dir"].default  # back to its default: nothing reads it
+    return Config.from_overrides({"data.dataset": f"imagefolder:{path}", "data.data_dir": unread}, base=cfg)
 
 
 def _resumed_config(overrides: dict[str, Any]) -> Path | None:

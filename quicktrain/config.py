@@ -119,6 +119,11 @@ class DataConfig:
     cache_dir: str | None = opt(
         None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"
     )
+    eval_split: Literal["auto", "test", "validation", "val"] = opt(
+        "auto",
+        "imagefolder: the held-out split's folder (PATH/NAME/<class>/); auto: the first of test, validation "
+        "(timm's), val that exists",
+    )
     classes: list[str] | None = opt(
         None,
         "imagefolder: train and evaluate on these class folders only (labels in sorted order), the others ignored; "

@@ -1,5 +1,5 @@
 """``imagefolder:PATH`` datasets: ``PATH/train/<class>/*`` and ``PATH/test/<class>/*`` (or
-``PATH/val/<class>/*`` as the held-out split when there is no ``test/``).
+``PATH/validation/`` as timm names it, or ``PATH/val/``: the first that exists, or ``data.eval_split``).
 
 Two kinds of folder, told apart from the headers of up to 256 training files (``data.crop=auto``):
 
@@ -44,6 +44,18 @@ class Listing:
     paths: list[Path]
     labels: np.ndarray
     nested: int
+
+
+HELD_OUT = ("test", "validation", "val")  # searched in this order; validation is timm's name
+
+
+def held_out_split(root: Path, asked: str = "auto") -> str:
+    """The held-out split's folder name: ``asked``, else the first of :data:`HELD_OUT` under ``root``."""
+    if asked != "auto":
+        if not (root / asked).is_dir():
+            raise DataError(f"data.eval_split={asked}: '{root / asked}' is not a folder")
+        return asked
+    return next((name for name in HELD_OUT if (root / name).is_dir()), "test")  # test: named in the error
 
 
 def class_names(folder: Path, only: tuple[str, ...] | None = None) -> list[str]:
@@ -104,7 +116,7 @@ def load_imagefolder(
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"imagefolder path '{root}' does not exist or is not a folder")
-    held_out = "test" if (root / "test").is_dir() or not (root / "val").is_dir() else "val"
+    held_out = held_out_split(root, photo.eval_split)
     if load_test:  # otherwise the test folder is not even listed
         names = class_names(root / "train", photo.classes), class_names(root / held_out, photo.classes)
         if names[0] != names[1]:
@@ -152,7 +164,7 @@ def load_imagefolder(
         str(root),
         crop=crop,
         source_sizes=sizes,
-        notes=(nested,) if train.nested else (),
+        notes=((f"held-out split: {held_out}/",) if load_test else ()) + ((nested,) if train.nested else ()),
     )
 
 
@@ -166,6 +178,7 @@ class PhotoOptions:
     size_hint: int | None = None  # model.image_size: the training size when data.resolution is not given
     workers: int | None = None  # processes that build the store; None: every CPU
     classes: tuple[str, ...] | None = None  # data.classes: the class folders to use; None: all
+    eval_split: str = "auto"  # data.eval_split: the held-out folder's name
 
     def store_side(self, size: int) -> int:
         """The stored shorter side: given, or enough for the evaluation crop (size / crop_pct) and

@@ -60,8 +60,12 @@ def _load(cfg: DataConfig, progress: bool, size_hint: int | None = None) -> Arra
             progress,
             cfg.load_test,
             cfg.data_mode,
-            PhotoOptions(cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None, classes),
+            PhotoOptions(
+                cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None, classes, cfg.eval_split
+            ),
         )
+    if cfg.eval_split != "auto":
+        raise DataError(f"data.eval_split picks the held-out folder of imagefolder:PATH datasets; {name} has its own")
     if cfg.classes:
         raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name} has fixed classes")
     if cfg.crop == "resized":
