@@ -600,7 +600,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from quicktrain.inference import EXPORT_SUFFIXES, export, load_run
+    from quicktrain.export import EXPORT_SUFFIXES, export
+    from quicktrain.inference import load_run
 
     loaded = load_run(args.run, args.weights, "cpu", args.trust_code)  # exports are built and checked on the CPU
     default = loaded.folder / EXPORT_SUFFIXES.get(args.format, "model")

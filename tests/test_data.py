@@ -247,3 +247,33 @@ def test_synthetic_takes_a_class_count():
     assert arrays.num_classes == 100 and set(arrays.train.labels) == set(range(100))
     with pytest.raises(DataError, match="synthetic:x"):
         load_arrays(DataConfig(dataset="synthetic:x"))
+
+
+# ---- the dataset registry ---------------------------------------------------------------------
+def test_a_registered_dataset_loads_by_name_and_prefix_and_is_listed():
+    from quicktrain.data.registry import DatasetEntry, names, register_dataset, unregister_dataset
+    from quicktrain.data.synthetic import make_synthetic
+
+    seen = []
+
+    def shards(cfg, argument, progress, size_hint):
+        seen.append(argument)
+        return make_synthetic(40, 20, num_classes=4)
+
+    register_dataset(DatasetEntry("myshards", "test shards", shards, "DIR"))
+    try:
+        assert "myshards:DIR" in names()
+        arrays = load_arrays(DataConfig(dataset="myshards:some/dir", max_train_samples=8), progress=False)
+        assert seen == ["some/dir"] and len(arrays.train) == 8 and arrays.num_classes == 4  # subset after loading
+        with pytest.raises(DataError, match="myshards needs a dir"):
+            load_arrays(DataConfig(dataset="myshards"), progress=False)
+        with pytest.raises(DataError, match=r"data.crop=resized is for imagefolder"):
+            load_arrays(DataConfig(dataset="myshards:x", crop="resized"), progress=False)
+        with pytest.raises(ValueError, match="already registered"):
+            register_dataset(DatasetEntry("cifar10", "again", shards))
+    finally:
+        unregister_dataset("myshards")
+    with pytest.raises(DataError, match="unknown dataset 'myshards:x'; accepted: sample, synthetic"):
+        load_arrays(DataConfig(dataset="myshards:x"), progress=False)
+    with pytest.raises(DataError, match="unknown dataset 'cifar10:x'"):
+        load_arrays(DataConfig(dataset="cifar10:x"), progress=False)

@@ -15,7 +15,8 @@ from PIL import Image
 from quicktrain.cli import main
 from quicktrain.engine import train
 from quicktrain.errors import ConfigError
-from quicktrain.inference import evaluate_run, export, load_run, predict
+from quicktrain.export import export
+from quicktrain.inference import evaluate_run, load_run, predict
 
 
 @pytest.fixture(scope="module")

@@ -67,7 +67,7 @@ def test_bad_weights_are_clear_errors(tmp_path):
         create_model("test_resnet", num_classes=10, pretrained=str(tmp_path / "missing.pt"))
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
-    with pytest.raises(ConfigError, match="cannot load weights"):
+    with pytest.raises(ConfigError, match="is not a quicktrain checkpoint"):
         create_model("test_resnet", num_classes=10, pretrained=str(bad))
     other = tmp_path / "other.pt"
     torch.save({"something.else": torch.zeros(3)}, other)

@@ -1,4 +1,5 @@
-"""Turn ``data.dataset`` into decoded arrays: the one place that knows every dataset name."""
+"""Turn ``data.dataset`` into decoded arrays through the dataset registry (:mod:`quicktrain.data.registry`),
+then subset them and carve the validation split."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from typing import Any
 
 from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Arrays, balanced_subset, carve_validation
+from quicktrain.data.registry import lookup, names
 from quicktrain.errors import DataError
 
-DATASETS = ("sample", "synthetic", "synthetic:CLASSES", "mnist5k", "digits", "cifar10", "cifar100", "imagefolder:PATH")
+DATASETS = names()  # every accepted spelling (the registry's, at import)
 
 
 def load_arrays(
@@ -42,58 +44,23 @@ def load_arrays(
 
 
 def _load(cfg: DataConfig, progress: bool, size_hint: int | None = None) -> Arrays:
+    entry, argument = lookup(cfg.dataset)
     name = cfg.dataset
-    if name.startswith("imagefolder:"):
-        from quicktrain.data.imagefolder import PhotoOptions, load_imagefolder
-
-        path = name.partition(":")[2]
-        if not path:
-            raise DataError("imagefolder needs a path: --dataset imagefolder:PATH")
-        classes = tuple(cfg.classes) if cfg.classes else None
-        # subsets are chosen before decoding, so a small run decodes only what it uses
-        return load_imagefolder(
-            path,
-            cfg.resolution,
-            cfg.max_train_samples,
-            cfg.max_test_samples,
-            cfg.cache_dir,
-            progress,
-            cfg.load_test,
-            cfg.data_mode,
-            PhotoOptions(
-                cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None, classes, cfg.eval_split
-            ),
-        )
-    if cfg.eval_split != "auto":
-        raise DataError(f"data.eval_split picks the held-out folder of imagefolder:PATH datasets; {name} has its own")
-    if cfg.classes:
-        raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name} has fixed classes")
-    if cfg.crop == "resized":
-        raise DataError(f"data.crop=resized is for imagefolder:PATH folders of photos; {name} holds fixed-size images")
-    if cfg.data_mode == "stream":
-        raise DataError(f"data.data_mode=stream works for imagefolder:PATH datasets; {name} is read into memory")
-    if name == "synthetic" or name.startswith("synthetic:"):
-        from quicktrain.data.synthetic import make_synthetic
-
-        classes = name.partition(":")[2] or "10"
-        if not classes.isdigit() or int(classes) < 2:
-            raise DataError(f"synthetic:{classes} needs a number of classes of at least 2, e.g. synthetic:100")
-        return make_synthetic(cfg.max_train_samples or 512, cfg.max_test_samples or 128, num_classes=int(classes))
-    if name == "sample":
-        from quicktrain.data.sample import load_sample
-
-        arrays = load_sample()
-    elif name in ("mnist5k", "digits"):
-        from quicktrain.data.digits import load_digit_set
-
-        arrays = load_digit_set(name)
-    elif name in ("cifar10", "cifar100"):
-        from quicktrain.data.cifar import load_cifar
-
-        arrays = load_cifar(name, cfg.data_dir, cfg.download, cfg.load_test)
-    else:
-        raise DataError(f"unknown dataset '{name}'; accepted: {', '.join(DATASETS)}")
-    return subset(arrays, cfg.max_train_samples, cfg.max_test_samples)
+    if not entry.files:  # the options of files on disk, refused where nothing reads them
+        if cfg.eval_split != "auto":
+            raise DataError(
+                f"data.eval_split picks the held-out folder of imagefolder:PATH datasets; {name} has its own"
+            )
+        if cfg.classes:
+            raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name} has fixed classes")
+        if cfg.crop == "resized":
+            raise DataError(
+                f"data.crop=resized is for imagefolder:PATH folders of photos; {name} holds fixed-size images"
+            )
+        if cfg.data_mode == "stream":
+            raise DataError(f"data.data_mode=stream works for imagefolder:PATH datasets; {name} is read into memory")
+    arrays = entry.loader()(cfg, argument, progress, size_hint)
+    return arrays if entry.subsets else subset(arrays, cfg.max_train_samples, cfg.max_test_samples)
 
 
 def subset(arrays: Arrays, max_train: int | None, max_test: int | None) -> Arrays:

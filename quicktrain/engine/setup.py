@@ -6,7 +6,6 @@ Everything that can reject the user's input happens here, before any file is wri
 from __future__ import annotations
 
 import logging
-import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,6 @@ from quicktrain.config import Config, DataConfig, model_keywords
 from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.augment import AugmentSpec
 from quicktrain.data.device_loader import DeviceLoader
-from quicktrain.data.imagefolder import describe_sizes
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
@@ -31,7 +29,6 @@ from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import ModelEntry, check_model, create_model
 from quicktrain.models.transfer import Origin, head_names, load_pretrained
-from quicktrain.techniques.accumulation import plan_epoch
 from quicktrain.techniques.averaging import resolve_averaging
 from quicktrain.techniques.distributed import Distributed, resolve_distributed
 from quicktrain.techniques.early_params import EarlyParams
@@ -273,109 +270,3 @@ def _eval_loader(split: Split | None, cfg: Config, pin: bool, dist: Distributed)
     return make_loader(
         split, cfg.run.eval_batch_size, False, cfg.run.seed, cfg.data.workers, pin, rank=dist.rank, world=dist.world
     )
-
-
-def photo_line(arrays: Arrays, crop_pct: float) -> str:
-    """The banner's line for a folder of photos: source sizes, training and evaluation crops, store."""
-    images, size = arrays.train.images, arrays.image_size
-    kept = "decoded per batch from the files" if arrays.train.streamed else "a memory-mapped store"
-    return (
-        f"{describe_sizes(arrays.source_sizes)}; aspect kept, shorter side {images.side} px in {kept}; "
-        f"trained on {size} px random resized crops, evaluated on the centre {size} px after resizing the shorter "
-        f"side to {math.floor(size / crop_pct)} px (crop_pct {crop_pct:g})"
-    )
-
-
-def _split_sizes(arrays: Arrays) -> str:
-    parts = [f"{len(arrays.train)} train"]
-    if arrays.val is not None:
-        parts.append(f"{len(arrays.val)} validation")
-    parts.append(f"{len(arrays.test)} test" if arrays.test is not None else "test split not loaded")
-    return " / ".join(parts)
-
-
-def describe(run: Run) -> list[str]:
-    """The start-up banner: what was asked for and what was derived from it."""
-    cfg, t, acc = run.config, run.techniques, run.techniques.accumulation
-    lines = [
-        f"quicktrain: {cfg.model.name} ({run.num_params / 1e6:.2f}M params) on {run.arrays.name}: "
-        f"{_split_sizes(run.arrays)} images, "
-        f"{run.arrays.num_classes} classes, {run.image_size} px",
-        *([f"  model         {run.model_note}"] if run.model_note else []),
-        *([f"  pretrained    {run.origin.banner()}"] if run.origin else []),
-        *(
-            [f"  model kwargs  {', '.join(f'{k}={v}' for k, v in keywords.items())}"]
-            if (keywords := model_keywords(cfg.model))
-            else []
-        ),
-        f"  device        {run.device}"
-        + ("" if run.device.type == "cuda" else f" ({torch.get_num_threads()} threads)"),
-        f"  batch         {cfg.run.batch_size} effective"
-        + (f" = {t.distributed.world} processes x {acc.batch_size}" if t.distributed.active else "")
-        + f" = {acc.micro_batch_size} micro-batch x {acc.accum_steps} accumulation step"
-        + ("s" if acc.accum_steps > 1 else "")
-        + (" per process" if t.distributed.active else ""),
-        f"  updates       {run.updates_per_epoch} per epoch x {cfg.run.epochs} epochs = "
-        f"{run.updates_per_epoch * cfg.run.epochs} optimizer updates" + _last_window(run),
-        *t.banner_lines(),
-        f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
-        + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
-        + (
-            f", training at {cfg.data.low_res} px for the first {cfg.data.low_res_epochs} epochs"
-            if run.state.resize.active
-            else ""
-        )
-        + (
-            ", training split held on the device (--loader device)"
-            if cfg.data.loader == "device"
-            else f", {cfg.data.workers} loader workers"
-        )
-        + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
-        *([f"  photos        {photo_line(run.arrays, cfg.data.crop_pct)}"] if run.arrays.crop == "resized" else []),
-        *(f"  data          {note}" for note in run.arrays.notes),
-        f"  augment       {run.augment.describe() if cfg.data.augment else 'off'}",
-        f"  optimizer     {cfg.optim.optimizer}"
-        + (
-            f" (conv/hidden weights: lr {cfg.optim.muon_lr:g}, momentum {cfg.optim.muon_momentum:g}"
-            + (", fixed norm" if cfg.optim.muon_fixed_norm else "")
-            + f", Newton-Schulz in {run.state.optimizer.ns_precision}; the rest SGD)"
-            if cfg.optim.optimizer == "muon"
-            else ""
-        )
-        + f", lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
-        f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}"
-        + (f", norm shifts' lr x{cfg.optim.norm_bias_lr_scale:g}" if cfg.optim.norm_bias_lr_scale != 1 else "")
-        + (
-            f", lookahead {cfg.optim.lookahead:g} every {cfg.optim.lookahead_every} updates"
-            if cfg.optim.lookahead is not None
-            else ""
-        )
-        + (f", {run.state.early.describe()}" if run.state.early.active else "")
-        + (f", {_layer_decay_words(run.state.optimizer, cfg.optim.layer_decay)}" if cfg.optim.layer_decay else ""),
-        f"  evaluation    test-time augmentation {cfg.run.tta}, every "
-        + (f"{cfg.run.eval_every} epochs and after the last" if cfg.run.eval_every > 1 else "epoch")
-        + (f", and every {cfg.run.eval_every_steps} updates" if cfg.run.eval_every_steps else "")
-        + " (never timed as training)",
-    ]
-    stops = [f"{cfg.run.epochs} epochs"]
-    if cfg.run.target_accuracy is not None:
-        verb = "stop at" if cfg.run.stop_at_target else "record the time to"
-        stops.append(f"{verb} test accuracy {cfg.run.target_accuracy:g}")
-    if cfg.run.max_time is not None:
-        stops.append(f"at most {cfg.run.max_time:g}s of training")
-    lines.append("  stop          " + ", ".join(stops))
-    return lines
-
-
-def _last_window(run: Run) -> str:
-    """Say so when the epoch ends in a shorter window (it is still one full update)."""
-    acc = run.techniques.accumulation
-    last = plan_epoch(len(run.arrays.train), acc.batch_size, acc.micro_batch_size)[-1]
-    if sum(last) == acc.batch_size:
-        return ""
-    return f" (each epoch's last: {sum(last)} samples in {len(last)} micro-batch{'es' if len(last) > 1 else ''})"
-
-
-def _layer_decay_words(optimizer: torch.optim.Optimizer, decay: float) -> str:
-    scales = sorted({g.get("lr_scale", 1.0) for g in optimizer.param_groups})
-    return f"layer decay {decay:g} ({len(scales)} depths, lr x{scales[0]:.3g} .. x{scales[-1]:.3g})"

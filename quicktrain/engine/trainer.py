@@ -26,11 +26,12 @@ from torch import nn
 
 from quicktrain.atomic import atomic_write
 from quicktrain.config import Config
+from quicktrain.engine.banner import describe
 from quicktrain.engine.checkpoint import restore
 from quicktrain.engine.environment import environment
 from quicktrain.engine.loop import EpochHook, Loop
 from quicktrain.engine.run_folder import prepare_folder
-from quicktrain.engine.setup import build_run, describe
+from quicktrain.engine.setup import build_run
 from quicktrain.engine.summary import build_summary
 from quicktrain.errors import ConfigError, EnvironmentFault, RunStopped
 from quicktrain.metrics import reset_peak_memory

@@ -28,8 +28,8 @@ from types import ModuleType
 from torch import nn
 
 from quicktrain.errors import ConfigError
+from quicktrain.models.entry import ModelEntry
 from quicktrain.models.nets import SMALL_INPUT, cifar_stem
-from quicktrain.models.registry import ModelEntry
 
 TIMM_PREFIX = "timm:"
 _VIT_MODULES = ["vision_transformer", "deit"]

@@ -13,7 +13,7 @@ import timm
 from timm.models.resnet import BasicBlock, ResNet
 from torch import nn
 
-from quicktrain.models.registry import register
+from quicktrain.models.entry import register
 
 SMALL_INPUT = 64  # below this side length, use the CIFAR form
 

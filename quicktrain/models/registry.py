@@ -7,38 +7,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from quicktrain.errors import ConfigError
+from quicktrain.models.entry import _REGISTRY, ModelEntry
+from quicktrain.models.external import is_external, resolve_external
 from quicktrain.weights_file import read_weights
-
-# factory(num_classes, image_size, hub_weights, **model_keywords) -> nn.Module
-Factory = Callable[..., nn.Module]
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    factory: Factory
-    description: str
-    test: bool = False  # a tiny variant for tests
-    note: Callable[[int], str] | None = None  # image_size -> how the net is adapted to it, for the banner
-
-
-_REGISTRY: dict[str, ModelEntry] = {}
-
-
-def register(name: str, description: str, test: bool = False) -> Callable[[Factory], Factory]:
-    def add(factory: Factory) -> Factory:
-        _REGISTRY[name] = ModelEntry(name, factory, description, test)
-        return factory
-
-    return add
 
 
 def list_models(include_test: bool = True) -> list[ModelEntry]:
@@ -50,8 +27,6 @@ def check_model(name: str) -> ModelEntry:
     (``file.py:make``, ``package.module:make``); else a ConfigError listing what is accepted."""
     if name in _REGISTRY:
         return _REGISTRY[name]
-    from quicktrain.models.external import is_external, resolve_external
-
     if is_external(name):
         return resolve_external(name)
     raise ConfigError(

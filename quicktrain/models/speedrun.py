@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from quicktrain.models.registry import register
+from quicktrain.models.entry import register
 
 
 def _conv(cin: int, cout: int) -> nn.Conv2d:
