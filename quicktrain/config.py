@@ -356,6 +356,11 @@ class RunConfig:
         "also log to MLflow (pip install 'quicktrain[mlflow]'): the TensorBoard scalars, the config as params and "
         "the run record as artifacts; a tracking URI or a folder (bare --mlflow: ./mlruns)",
     )
+    log_wandb: bool = opt(
+        False,
+        "also log to Weights & Biases (pip install 'quicktrain[wandb]'): the TensorBoard scalars, the config, the "
+        "summary's scores; project $WANDB_PROJECT or quicktrain, files in RUN/wandb (WANDB_MODE=offline: no account)",
+    )
     keep_checkpoints: int = opt(2, "how many checkpoints to keep (newest; each with a .sha256 checksum)")
     checkpoint_every_steps: int | None = opt(
         None, "also checkpoint every S optimizer updates, mid-epoch (data position included)"

@@ -8,6 +8,7 @@ A run record is a folder that describes a run completely, readable without quick
     config.yaml     the resolved config
     env.json        versions, device, CPU/GPU, command line
     metrics.jsonl   one row per epoch, appended and flushed as each epoch ends
+    summary.csv     the same rows as a table (timm's train.py convention), rewritten each epoch
     evals.jsonl     one row per evaluation (epoch ends and --eval-every-steps), with its update
     summary.json    written last, atomically: its presence means the record is complete
     model.pt        final weights as a plain state dict (torch.load(..., weights_only=True))
@@ -20,6 +21,8 @@ Reports read only these files.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -93,6 +96,20 @@ class RunRecord:
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         self._append(self.metrics_file, row)
+        self._write_table()
+
+    def _write_table(self) -> None:
+        """summary.csv: metrics.jsonl's rows, one per epoch, columns in order of first appearance
+        (an epoch without an evaluation leaves its test columns empty)."""
+        if not self.enabled:
+            return
+        rows = self.read_metrics()
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(self.folder / "summary.csv", buffer.getvalue())
 
     def append_eval(self, row: dict[str, Any]) -> None:
         self._append(self.evals_file, row)
@@ -114,6 +131,7 @@ class RunRecord:
         ):
             rows = [r for r in self._read(path) if keep(r)]
             atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+        self._write_table()
 
     def _append(self, path: Path, row: dict[str, Any]) -> None:
         if not self.enabled:

@@ -31,7 +31,7 @@ from quicktrain.engine.oom import step_with_oom_retry
 from quicktrain.engine.progress import attach_progress
 from quicktrain.engine.setup import Run
 from quicktrain.engine.state import TrainState
-from quicktrain.engine.tracking import MlflowTracker, attach_tensorboard, flat_params
+from quicktrain.engine.tracking import start_trackers
 from quicktrain.metrics import Stopwatch
 from quicktrain.records import RunRecord
 from quicktrain.techniques.layout import unwrap
@@ -105,12 +105,8 @@ class Loop:
         self.cleanups = [
             attach_progress(self.trainer, self.cfg.run.epochs, enabled=self.cfg.run.progress and self.main)
         ]
-        if self.cfg.run.tensorboard and self.main:
-            self.cleanups.append(attach_tensorboard(self.trainer, self.state.optimizer, folder))
-        self.mlflow = None
-        if self.cfg.run.mlflow and self.main:
-            params = flat_params(self.cfg.to_dict())
-            self.mlflow = MlflowTracker(self.cfg.run.mlflow, self.trainer, self.state.optimizer, params)
+        # TensorBoard, MLflow, W&B, ...: each registered tracker the config turns on; rank 0 speaks for all
+        self.trackers = start_trackers(self.cfg, self.trainer, self.state.optimizer, folder) if self.main else []
 
     @property
     def main(self) -> bool:

@@ -32,6 +32,8 @@ RESUMABLE_CHANGES = {
     "run.max_time",  # a budget may be extended for the resumed part
     "run.early_stop",
     "run.mlflow",
+    "run.log_wandb",
+    "data.max_image_pixels",  # a file over the limit stops a run; it never changes one
 }
 
 

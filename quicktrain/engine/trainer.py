@@ -138,8 +138,11 @@ def train(
             record.write_summary(summary)
         except EnvironmentFault as fault:  # the disk that failed the run may refuse the summary too
             log.error(f"the run's summary could not be written: {fault}")
-        if loop.mlflow is not None:
-            loop.mlflow.finish(folder)  # the record's files as artifacts, once they are complete
+        for tracker in loop.trackers:  # e.g. the record's files as artifacts, once they are complete
+            try:
+                tracker.finish(folder)
+            finally:
+                tracker.close()
         # DDP's reducer holds the process group: release the wrapper, then everything that can reach
         # it (the loop and its Ignite engines, the optimizer's hooks), and check it is gone before the
         # group is destroyed, so the group's threads end here rather than at interpreter exit
