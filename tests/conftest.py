@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ from torch import nn
 from quicktrain.config import Config
 from quicktrain.data.prepare import InputPipeline
 from quicktrain.engine.state import TrainState
+from quicktrain.techniques.accumulation import Accumulation
 from quicktrain.techniques.precision import Precision
+from quicktrain.techniques.resolve import Techniques
 
 REPO = Path(__file__).resolve().parents[1]
 CIFAR10_JPEG = REPO.parent / "shared" / "datasets" / "cifar10-jpeg"
@@ -65,19 +68,32 @@ def make_state(
     grad_clip: float | None = None,
     momentum: float = 0.0,
 ) -> TrainState:
-    """A TrainState around ``model`` with plain SGD and a constant schedule, on CPU."""
+    """A TrainState around ``model`` with plain SGD and a constant schedule, on CPU; its techniques:
+    accumulation in micro-batches of ``micro_batch_size`` (the window is whatever batch the step
+    gets) and ``precision`` (fp32 by default) with ``scaler`` inside it."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    precision = precision or Precision("off", None, "cpu")
+    if scaler is not None:
+        precision = dataclasses.replace(precision, scaler=scaler)
+    accumulation = Accumulation(batch_size=10**9, micro_batch_size=micro_batch_size, accum_steps=1)
     return TrainState(
         model=model,
         optimizer=optimizer,
         scheduler=torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
-        scaler=scaler or torch.amp.GradScaler("cpu", enabled=False),
         criterion=nn.CrossEntropyLoss(),
-        precision=precision or Precision("off", None, "cpu"),
         inputs=InputPipeline(torch.device("cpu")),
-        micro_batch_size=micro_batch_size,
+        techniques=Techniques((accumulation, precision)),
         grad_clip=grad_clip,
     )
+
+
+def micro_batch(state: TrainState) -> int:
+    """The micro-batch size the state's accumulation technique splits windows into."""
+    return state.techniques.accumulation.micro_batch_size
+
+
+def set_micro_batch(state: TrainState, size: int) -> None:
+    state.techniques = state.techniques.with_item(state.techniques.accumulation.with_micro_batch(size))
 
 
 def uint8_batch(n: int, num_classes: int = 10, size: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

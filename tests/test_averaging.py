@@ -111,4 +111,4 @@ def test_cuda_resume_with_lookahead_continues(tmp_path) -> None:
     second = build_run(tiny_config(tmp_path / "b", **overrides), progress=False)
     restore(second.state, torch.load(buffer, map_location="cpu", weights_only=True))
     train_step(second.state, batch)  # lerp_ between the restored slow weights and the CUDA model
-    assert {t.device.type for t in second.state.averaging.slow.values()} == {"cuda"}
+    assert {t.device.type for t in second.state.techniques.get("lookahead").slow.values()} == {"cuda"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_state, tiny_config
+from conftest import make_state, micro_batch, set_micro_batch, tiny_config
 from torch import nn
 
 from quicktrain.engine import oom as oom_module
@@ -100,8 +100,8 @@ def test_simulated_oom_halves_the_micro_batch_and_keeps_the_updates(tmp_path: Pa
     calls = []
 
     def step(state, batch):
-        calls.append(state.micro_batch_size)
-        if state.micro_batch_size > 8:
+        calls.append(micro_batch(state))
+        if micro_batch(state) > 8:
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return real(state, batch)
 
@@ -240,6 +240,10 @@ def test_run_record_files_get_the_users_umask_not_0600(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
 
+def _scaler(state):
+    return state.techniques.precision.scaler
+
+
 def _oom_states():
     """Two identical BatchNorm-free states with an fp16-like (enabled) scaler and clipping."""
     import copy
@@ -258,10 +262,10 @@ def _oom_states():
 
 
 def _assert_same_update(recovered, reference) -> None:
-    assert recovered.micro_batch_size == reference.micro_batch_size == 4
+    assert micro_batch(recovered) == micro_batch(reference) == 4
     assert recovered.counters.micro_steps == reference.counters.micro_steps == 4  # counted once
     assert recovered.counters.num_updates == reference.counters.num_updates == 1
-    assert recovered.counters.oom_halvings == 1 and recovered.scaler.get_scale() == reference.scaler.get_scale()
+    assert recovered.counters.oom_halvings == 1 and _scaler(recovered).get_scale() == _scaler(reference).get_scale()
     for a, b in zip(recovered.model.parameters(), reference.model.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
@@ -284,7 +288,7 @@ def test_oom_in_the_second_micro_batch_redoes_the_update_exactly() -> None:
     batch = uint8_batch(16)
     step_with_oom_retry(recovered, batch)
     handle.remove()
-    reference.micro_batch_size = 4
+    set_micro_batch(reference, 4)
     train_step(reference, batch)
     _assert_same_update(recovered, reference)
 
@@ -309,7 +313,7 @@ def test_oom_in_the_optimizer_step_after_unscale_redoes_the_update_exactly() -> 
     recovered.optimizer.step = allocating_state_fails
     batch = uint8_batch(16)
     step_with_oom_retry(recovered, batch)
-    reference.micro_batch_size = 4
+    set_micro_batch(reference, 4)
     train_step(reference, batch)
     _assert_same_update(recovered, reference)
 
@@ -319,9 +323,10 @@ def test_oom_under_data_parallelism_stops_with_the_micro_batch_to_resume_with(mo
 
     from quicktrain.engine import oom
     from quicktrain.techniques.distributed import Distributed
+    from quicktrain.techniques.resolve import Techniques
 
     state, _ = _oom_states()
-    state.distributed = Distributed(rank=1, world=2, local_rank=1, backend="gloo")
+    state.techniques = Techniques((*state.techniques.items, Distributed(rank=1, world=2, local_rank=1, backend="gloo")))
 
     def fails(state, batch):
         raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
@@ -370,4 +375,4 @@ def test_out_of_memory_recovery_runs_after_the_traceback_is_released(monkeypatch
     monkeypatch.setattr(oom, "undo_attempt", undo)
     state = make_state(nn.Linear(2, 2), micro_batch_size=4)
     assert oom.step_with_oom_retry(state, None) == "done"
-    assert seen == [None] and state.micro_batch_size == 2
+    assert seen == [None] and micro_batch(state) == 2

@@ -41,13 +41,13 @@ def test_scaler_unscales_and_steps_once_per_update():
     state = _scaled_state(create_model("test_vit", num_classes=10), micro=4)
     counts = {"unscale": 0, "step": 0, "update": 0}
     for name in counts:
-        original = getattr(state.scaler, name if name != "unscale" else "unscale_")
+        original = getattr(state.techniques.precision.scaler, name if name != "unscale" else "unscale_")
 
         def counted(*a, _name=name, _original=original, **k):
             counts[_name] += 1
             return _original(*a, **k)
 
-        setattr(state.scaler, name if name != "unscale" else "unscale_", counted)
+        setattr(state.techniques.precision.scaler, name if name != "unscale" else "unscale_", counted)
     train_step(state, uint8_batch(16))  # 4 micro-batches, one update
     assert counts == {"unscale": 1, "step": 1, "update": 1}
 
@@ -96,7 +96,7 @@ def test_injected_inf_gradient_skips_the_update_and_halves_the_scale():
     handle = poisoned.register_hook(poison)
     train_step(state, uint8_batch(16))
     handle.remove()
-    assert state.scaler.get_scale() == 2.0**15
+    assert state.techniques.precision.scaler.get_scale() == 2.0**15
     assert state.counters.skipped_updates == 0  # counted on the device, not yet read ...
     state.settle()  # ... until a check point reads it
     assert state.counters.skipped_updates == 1 and state.counters.num_updates == 1

@@ -46,7 +46,7 @@ def test_resizing_keeps_the_data_order_and_labels(tmp_path, monkeypatch):
         rows = seen[name] = []
 
         def spy(state, batch, rows=rows):
-            rows.append((batch[1].tolist(), state.resize(torch.zeros(1, 3, 32, 32)).shape[-1]))
+            rows.append((batch[1].tolist(), state.techniques.micro_input(torch.zeros(1, 3, 32, 32)).shape[-1]))
             return train_step(state, batch)
 
         monkeypatch.setattr("quicktrain.engine.oom.train_step", spy)

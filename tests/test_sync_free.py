@@ -5,6 +5,7 @@ loop's check points. On CUDA the same is proven with ``set_sync_debug_mode("erro
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -107,8 +108,9 @@ def _fused_state(scaler: torch.amp.GradScaler | None, grad_clip: float | None):
     state.optimizer = torch.optim.SGD(state.model.parameters(), lr=0.1, momentum=0.9, fused=True)
     state.scheduler = torch.optim.lr_scheduler.LambdaLR(state.optimizer, lambda _: 1.0)
     if scaler is not None:
-        state.scaler = scaler
-    state.guard = NonFiniteGuard("stop", state.scaler.is_enabled(), torch.device("cpu"))
+        precision = dataclasses.replace(state.techniques.precision, scaler=scaler)
+        state.techniques = state.techniques.with_item(precision)
+    state.guard = NonFiniteGuard("stop", state.techniques.precision.scaler.is_enabled(), torch.device("cpu"))
     return state
 
 
@@ -138,7 +140,7 @@ def test_mixup_cutmix_and_the_ema_add_no_sync_point():
     state = _fused_state(None, None)
     mix = BatchMix(True, mixup=0.8, cutmix=1.0, seed=0).settle(state.model, None, 32, 10, None)
     ema = ModelEma(True, 0.9).settle(state.model, None, 32, 10, None)
-    state.techniques = Techniques((mix, ema))
+    state.techniques = Techniques((*state.techniques.items, mix, ema))
     train_step(state, uint8_batch(8))
     with counting_syncs() as calls:
         for seed in range(4):  # MixUp and CutMix both drawn among them

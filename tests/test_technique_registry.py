@@ -140,3 +140,83 @@ def test_the_registry_and_the_record_format_import_no_torch():
     code = "import sys, quicktrain.techniques.registry, quicktrain.records; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@dataclass
+class EpochNoise(Technique):
+    """A technique that needs the newer hooks: the run's length (attach), each epoch's start, each
+    micro-batch's input and every update; registered from outside with key None (always resolved)."""
+
+    name = "epoch_noise"
+    seen: list = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.seen = []
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    def attach(self, built) -> None:
+        self.seen.append(("attach", built.total_updates, isinstance(built.optimizer, torch.optim.Optimizer)))
+
+    def start_epoch(self, epoch: int) -> None:
+        self.seen.append(("epoch", epoch))
+
+    def micro_input(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(("micro", tuple(x.shape)))
+        return x
+
+    def after_update(self, model: nn.Module, update: int) -> None:
+        self.seen.append(("update", update))
+
+
+def test_a_technique_with_epoch_micro_batch_and_attach_hooks_is_called_by_the_engine(tmp_path):
+    made: list[EpochNoise] = []
+    register(
+        Spec(
+            "epoch_noise",
+            "sees its hooks",
+            None,
+            resolve=lambda cfg, device, dist: made.append(EpochNoise()) or made[-1],
+        )
+    )
+    try:
+        overrides = {"run.epochs": 2, "run.batch_size": 32, "techniques.micro_batch_size": 16}
+        train(tiny_config(tmp_path / "run", **overrides))  # 96 samples: 3 updates of 2 micro-batches an epoch
+    finally:
+        unregister("epoch_noise")
+    seen = made[-1].seen
+    assert seen[0] == ("attach", 6, True)
+    assert [s for s in seen if s[0] == "epoch"] == [("epoch", 0), ("epoch", 1)]
+    assert sum(s[0] == "micro" for s in seen) == 12 and seen[2] == ("micro", (16, 3, 32, 32))
+    assert [s[1] for s in seen if s[0] == "update"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_engine_imports_only_the_technique_protocol():
+    """engine/ names no technique: it imports base, registry and resolve, and its state has no technique field."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    from quicktrain.engine.state import TrainState
+
+    engine = Path(__file__).resolve().parents[1] / "quicktrain" / "engine"
+    imported = set()
+    for path in engine.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("quicktrain.techniques"):
+                imported.add(node.module)
+    assert imported <= {"quicktrain.techniques.base", "quicktrain.techniques.registry", "quicktrain.techniques.resolve"}
+    fields = {f.name for f in dataclasses.fields(TrainState)}
+    assert fields == {
+        "model",
+        "optimizer",
+        "scheduler",
+        "criterion",
+        "inputs",
+        "techniques",
+        "grad_clip",
+        "counters",
+        "guard",
+    }

@@ -11,7 +11,6 @@ from quicktrain.config import model_keywords
 from quicktrain.data.arrays import Arrays
 from quicktrain.data.imagefolder import describe_sizes
 from quicktrain.engine.setup import Run
-from quicktrain.techniques.accumulation import plan_epoch
 
 
 def photo_line(arrays: Arrays, crop_pct: float) -> str:
@@ -60,11 +59,6 @@ def describe(run: Run) -> list[str]:
         f"  inputs        uint8 to the device, normalised with {run.normalization.describe()}"
         + (f", resized to {cfg.model.image_size} px there" if cfg.model.image_size else "")
         + (
-            f", training at {cfg.data.low_res} px for the first {cfg.data.low_res_epochs} epochs"
-            if run.state.resize.active
-            else ""
-        )
-        + (
             ", training split held on the device (--loader device)"
             if cfg.data.loader == "device"
             else f", {cfg.data.workers} loader workers"
@@ -84,12 +78,6 @@ def describe(run: Run) -> list[str]:
         + f", lr {cfg.optim.lr:g} ({cfg.optim.schedule}), "
         f"weight decay {cfg.optim.weight_decay:g}, grad clip {cfg.optim.grad_clip or 'off'}"
         + (f", norm shifts' lr x{cfg.optim.norm_bias_lr_scale:g}" if cfg.optim.norm_bias_lr_scale != 1 else "")
-        + (
-            f", lookahead {cfg.optim.lookahead:g} every {cfg.optim.lookahead_every} updates"
-            if cfg.optim.lookahead is not None
-            else ""
-        )
-        + (f", {run.state.early.describe()}" if run.state.early.active else "")
         + (f", {_layer_decay_words(run.state.optimizer, cfg.optim.layer_decay)}" if cfg.optim.layer_decay else ""),
         f"  evaluation    test-time augmentation {cfg.run.tta}, every "
         + (f"{cfg.run.eval_every} epochs and after the last" if cfg.run.eval_every > 1 else "epoch")
@@ -109,7 +97,7 @@ def describe(run: Run) -> list[str]:
 def _last_window(run: Run) -> str:
     """Say so when the epoch ends in a shorter window (it is still one full update)."""
     acc = run.techniques.accumulation
-    last = plan_epoch(len(run.arrays.train), acc.batch_size, acc.micro_batch_size)[-1]
+    last = acc.plan(len(run.arrays.train))[-1]
     if sum(last) == acc.batch_size:
         return ""
     return f" (each epoch's last: {sum(last)} samples in {len(last)} micro-batch{'es' if len(last) > 1 else ''})"

@@ -1,7 +1,8 @@
 """Checkpoints: everything needed to continue a run exactly, written so a crash cannot
 leave a half one that is taken for whole.
 
-Saved: model, optimizer, scheduler and scaler state; the slow weights of weight averaging;
+Saved: model, optimizer and scheduler state; every technique's state (the fp16 scaler, the slow weights
+of weight averaging, the EMA);
 counters; the torch RNG states; the data position (epoch and batches done in it: order and
 augmentation are functions of (seed, epoch), so that is all the loader needs); the config.
 Each file is written atomically (temporary file, fsync, rename) and followed by a ``.sha256``
@@ -24,7 +25,7 @@ import torch
 from quicktrain.atomic import atomic_write, atomic_write_text
 from quicktrain.engine.state import TrainState
 from quicktrain.errors import ConfigError
-from quicktrain.techniques.layout import unwrap
+from quicktrain.techniques.base import unwrap
 from quicktrain.weights_file import read_weights
 
 log = logging.getLogger("quicktrain")
@@ -42,9 +43,7 @@ def capture(state: TrainState, config: dict[str, Any], position: tuple[int, int]
         "model": unwrap(state.model).state_dict(),
         "optimizer": state.optimizer.state_dict(),
         "scheduler": state.scheduler.state_dict(),
-        "scaler": state.scaler.state_dict(),
-        "averaging": state.averaging.state_dict(),
-        "techniques": state.techniques.state_dict(),  # e.g. the EMA of the weights
+        "techniques": state.techniques.state_dict(),  # the fp16 scaler, lookahead's slow weights, the EMA, ...
         "counters": state.counters.state_dict(),
         "position": {"epoch": position[0], "batch": position[1]},
         "rng": rng,
@@ -56,13 +55,22 @@ def restore(state: TrainState, ckpt: dict[str, Any]) -> None:
     unwrap(state.model).load_state_dict(ckpt["model"])
     state.optimizer.load_state_dict(ckpt["optimizer"])
     state.scheduler.load_state_dict(ckpt["scheduler"])
-    state.scaler.load_state_dict(ckpt["scaler"])
-    state.averaging.load_state_dict(ckpt.get("averaging", {}))
-    state.techniques.load_state_dict(ckpt.get("techniques", {}))
+    state.techniques.load_state_dict(_techniques_state(ckpt))
     state.counters.load_state_dict(ckpt["counters"])
     torch.set_rng_state(ckpt["rng"]["torch"])
     if "cuda" in ckpt["rng"] and torch.cuda.is_available():
         _restore_cuda_rng(ckpt["rng"]["cuda"])
+
+
+def _techniques_state(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """The techniques' states; checkpoints written before the scaler and the slow weights moved into
+    their techniques kept them under keys of their own (read under the techniques' names)."""
+    state = dict(ckpt.get("techniques", {}))
+    if ckpt.get("scaler"):
+        state.setdefault("amp", {"scaler": ckpt["scaler"]})
+    if ckpt.get("averaging"):
+        state.setdefault("lookahead", ckpt["averaging"])
+    return state
 
 
 def _restore_cuda_rng(states: list[torch.Tensor]) -> None:

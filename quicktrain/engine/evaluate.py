@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,6 @@ from torch import nn
 from quicktrain.data.prepare import InputPipeline
 from quicktrain.errors import ConfigError
 from quicktrain.metrics import accuracy, confusion_matrix, macro_f1, topk_correct
-from quicktrain.techniques.precision import Precision
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def evaluate(
     model: nn.Module,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     inputs: InputPipeline,
-    precision: Precision,
+    precision: Any,  # the run's precision technique: its autocast() context
     num_classes: int,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     tta: str = "off",

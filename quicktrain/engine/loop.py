@@ -34,7 +34,7 @@ from quicktrain.engine.state import TrainState
 from quicktrain.engine.tracking import start_trackers
 from quicktrain.metrics import Stopwatch
 from quicktrain.records import RunRecord
-from quicktrain.techniques.layout import unwrap
+from quicktrain.techniques.base import unwrap
 
 log = logging.getLogger("quicktrain")
 
@@ -122,8 +122,7 @@ class Loop:
 
     # ---- handlers ----------------------------------------------------------------------
     def start_epoch(self, engine: Engine) -> None:
-        self.state.resize.set_epoch(engine.state.epoch - 1)  # Ignite counts epochs from 1
-        self.state.early.set_epoch(engine.state.epoch - 1)
+        self.state.techniques.start_epoch(engine.state.epoch - 1)  # Ignite counts epochs from 1
         self.epoch_started_at = self.watch.total
         self.watch.start()
 
@@ -252,7 +251,7 @@ class Loop:
                     model,
                     loader,
                     state.inputs,
-                    state.precision,
+                    state.techniques.precision,
                     self.run.arrays.num_classes,
                     reduce=self.dist.sum_,
                     tta=cfg.run.tta,

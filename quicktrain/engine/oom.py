@@ -15,11 +15,9 @@ with a clear message instead (resume with a smaller ``--micro-batch-size``).
 
 from __future__ import annotations
 
-import collections
 import logging
 
 import torch
-from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
 from quicktrain.engine.state import StepMetrics, TrainState
 from quicktrain.engine.step import train_step
@@ -38,20 +36,21 @@ def step_with_oom_retry(state: TrainState, batch: tuple[torch.Tensor, torch.Tens
         except torch.OutOfMemoryError:
             pass  # recovered below: inside this block the traceback's frames still hold the activations
         undo_attempt(state, before)
-        if state.distributed.active:
+        dist, micro = state.techniques.distributed, state.techniques.accumulation.micro_batch_size
+        if dist.active:
             raise TrainingError(
-                f"out of memory at micro-batch {state.micro_batch_size} on rank {state.distributed.rank} of "
-                f"{state.distributed.world}; the ranks must split alike: resume with --micro-batch-size "
-                f"{max(1, state.micro_batch_size // 2)} (--resume)"
+                f"out of memory at micro-batch {micro} on rank {dist.rank} of {dist.world}; the ranks must split "
+                f"alike: resume with --micro-batch-size {max(1, micro // 2)} (--resume)"
             ) from None
-        if state.micro_batch_size <= 1:
+        if micro <= 1:
             raise TrainingError(
                 "out of memory even at micro-batch 1; use a smaller model or --image-size, or a larger device"
             ) from None
-        state.micro_batch_size = max(1, state.micro_batch_size // 2)
+        # the accumulation technique itself changes: the step, the record and a checkpoint all read it
+        state.techniques = state.techniques.with_item(state.techniques.accumulation.with_micro_batch(micro // 2))
         state.counters.oom_halvings += 1
         log.warning(
-            f"out of memory: micro-batch halved to {state.micro_batch_size} (accumulation steps doubled; "
+            f"out of memory: micro-batch halved to {micro // 2} (accumulation steps doubled; "
             "the effective batch and the update are unchanged); retrying this update"
         )
 
@@ -59,8 +58,7 @@ def step_with_oom_retry(state: TrainState, batch: tuple[torch.Tensor, torch.Tens
 def undo_attempt(state: TrainState, before) -> None:
     """Back to the state before a failed attempt at an update."""
     state.optimizer.zero_grad(set_to_none=True)
-    # unscale_/step of the failed attempt are forgotten; the scale itself did not change
-    state.scaler._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
+    state.techniques.precision.forget_attempt()  # its unscale_/step are forgotten; the scale did not change
     state.counters.load_state_dict(before.state_dict())
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -18,7 +18,6 @@ from torch.utils.data import DataLoader
 from quicktrain.config import Config, DataConfig, model_keywords
 from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.augment import AugmentSpec
-from quicktrain.data.device_loader import DeviceLoader
 from quicktrain.data.loader import make_loader
 from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
 from quicktrain.data.sources import load_arrays
@@ -29,11 +28,8 @@ from quicktrain.engine.state import Counters, TrainState
 from quicktrain.errors import ConfigError
 from quicktrain.models import ModelEntry, check_model, create_model
 from quicktrain.models.transfer import Origin, head_names, load_pretrained
-from quicktrain.techniques.averaging import resolve_averaging
-from quicktrain.techniques.distributed import Distributed, resolve_distributed
-from quicktrain.techniques.early_params import EarlyParams
-from quicktrain.techniques.resolution import ProgressiveResize
-from quicktrain.techniques.resolve import Techniques, resolve_techniques
+from quicktrain.techniques.base import Built, LoaderRequest
+from quicktrain.techniques.resolve import Distributed, Techniques, resolve_group, resolve_techniques
 
 
 @dataclass
@@ -43,7 +39,7 @@ class Run:
     arrays: Arrays
     techniques: Techniques
     state: TrainState
-    train_loader: DataLoader | DeviceLoader
+    train_loader: DataLoader | Any  # torch's, or a technique's own (the device-resident split)
     test_loader: DataLoader | None  # None when the test split is not loaded
     val_loader: DataLoader | None  # None without --val-fraction
     updates_per_epoch: int
@@ -138,7 +134,7 @@ def build_run(
 ) -> Run:
     """Everything a run needs, from ``cfg``; ``model`` (an ``nn.Module``) and ``data``
     (``(train_data, test_data)`` map-style datasets) replace what the config names."""
-    distributed = resolve_distributed(cfg.run.device, cfg.techniques.ddp_comm_hook)
+    distributed = resolve_group(cfg)  # torchrun: join the group first, it picks this process's GPU
     device = resolve_device(cfg.run.device, distributed.local_rank if distributed.active else None)
     techniques = resolve_techniques(cfg, device, distributed)  # fp16 on CPU fails here, before data loads
     techniques.apply_process()  # before the data and the model allocate; train() restores it
@@ -193,57 +189,32 @@ def _build(
         model.init_from_data(inputs(sample))
     techniques = techniques.settle(model, image_size, arrays.num_classes, device)
 
-    acc = techniques.accumulation
     workers, seed, world, rank = cfg.data.workers, cfg.run.seed, distributed.world, distributed.rank
     augment, spec = cfg.data.augment, augment_spec(cfg.data, normalization, arrays.crop)
-    if cfg.data.loader == "device":
-        if arrays.train.streamed:
-            raise ConfigError(
-                "data.loader=device holds the training split on the device, but it is streamed from files "
-                "(data.data_mode); use --data-mode memory, or --loader torch with --workers"
-            )
-        if arrays.crop == "resized":
-            raise ConfigError(
-                "data.loader=device holds equal-sized images on the device; photos keep their aspect ratio and "
-                "are cropped per epoch from the photo store: use --loader torch with --workers"
-            )
-        train_loader = DeviceLoader(arrays.train, cfg.run.batch_size, seed, device, augment, rank, world, spec)
-    else:
-        train_loader = make_loader(
-            arrays.train, cfg.run.batch_size, True, seed, workers, pin, augment, rank, world, spec
-        )
+    request = LoaderRequest(
+        arrays.train, cfg.run.batch_size, seed, device, augment, rank, world, spec, arrays.train.streamed,
+        arrays.crop == "resized",
+    )  # fmt: skip
+    train_loader = techniques.train_loader(request) or make_loader(  # a technique's own (--loader device), or torch's
+        arrays.train, cfg.run.batch_size, True, seed, workers, pin, augment, rank, world, spec
+    )
     updates_per_epoch = len(train_loader)
-    if distributed.active and cfg.optim.early_params is not None:
-        raise ConfigError("optim.early_params is not supported under torchrun (DDP fixes what trains when it wraps)")
-    early = EarlyParams.select(model, cfg.optim.early_params, cfg.optim.early_epochs)  # trainable before the groups
     optimizer = build_optimizer(model, cfg.optim, **techniques.optimizer_options())
-    if cfg.optim.freeze_epochs:  # the new head alone first: frozen after the groups are built, so all are in them
-        if distributed.active:
-            raise ConfigError(
-                "optim.freeze_epochs is not supported under torchrun (DDP fixes what trains when it wraps)"
-            )
-        keep = origin.reinitialised if origin and origin.reinitialised else head_names(model)
-        early = early.freeze_first(model, keep, cfg.optim.freeze_epochs)
     total_updates = updates_per_epoch * cfg.run.epochs
     scheduler = build_scheduler(optimizer, cfg.optim, total_updates, updates_per_epoch)
+    head = origin.reinitialised if origin and origin.reinitialised else head_names(model)
+    techniques.attach(Built(model, optimizer, total_updates, head))  # lookahead's slow weights, frozen parameters
     state = TrainState(
         # compile around DDP, not inside it: torch.compile's DDPOptimizer then splits the graph at the
         # gradient buckets, so all-reduce overlaps backward
         model=techniques.wrap_model(distributed.wrap(model, device)),
         optimizer=optimizer,
         scheduler=scheduler,
-        scaler=techniques.precision.make_scaler(),
         criterion=nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing),
-        precision=techniques.precision,
         inputs=inputs,
-        micro_batch_size=acc.micro_batch_size,
-        grad_clip=cfg.optim.grad_clip,
-        distributed=distributed,
-        guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
-        averaging=resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, total_updates, model),
-        resize=ProgressiveResize(cfg.data.low_res, cfg.data.low_res_epochs),
-        early=early,
         techniques=techniques,
+        grad_clip=cfg.optim.grad_clip,
+        guard=NonFiniteGuard(cfg.run.on_nonfinite, techniques.precision.needs_scaler, device),
     )
     return Run(
         config=cfg,

@@ -11,11 +11,6 @@ from torch import nn
 
 from quicktrain.data.prepare import InputPipeline
 from quicktrain.engine.guard import NonFiniteGuard
-from quicktrain.techniques.averaging import NoAveraging
-from quicktrain.techniques.distributed import Distributed
-from quicktrain.techniques.early_params import EarlyParams
-from quicktrain.techniques.precision import Precision
-from quicktrain.techniques.resolution import ProgressiveResize
 from quicktrain.techniques.resolve import Techniques
 
 
@@ -52,54 +47,25 @@ class Counters:
             setattr(self, key, value)
 
 
-class ScalerSkips:
-    """Updates the fp16 GradScaler skipped (inf/NaN gradients), counted on the device: the
-    scale tensor drops exactly when the scaler skips. :meth:`settle` adds the count to the
-    host counters at the check points (every few updates, checkpoints, epoch ends), so no
-    update waits for the device. Without a scaler it is a plain step."""
-
-    def __init__(self) -> None:
-        self.pending: torch.Tensor | None = None
-
-    def scale(self, scaler: torch.amp.GradScaler) -> torch.Tensor | None:
-        """The scale before the step, as a device tensor (``get_scale()`` would sync)."""
-        return scaler._scale.clone() if scaler.is_enabled() and scaler._scale is not None else None
-
-    def count(self, scaler: torch.amp.GradScaler, before: torch.Tensor | None) -> None:
-        """After ``scaler.update()``: a lower scale means this update was skipped."""
-        if before is not None:
-            dropped = (scaler._scale < before).long()
-            self.pending = dropped if self.pending is None else self.pending + dropped
-
-    def settle(self, counters: Counters) -> None:
-        if self.pending is not None:
-            counters.skipped_updates += int(self.pending)  # the one read, at a check point
-            self.pending = None
-
-
 @dataclass
 class TrainState:
+    """What the step reads and updates. Techniques are one field: the step and the loop call their
+    hooks (:class:`~quicktrain.techniques.resolve.Techniques`) and read the five it is built from
+    (accumulation, precision, pinning, memory format, data parallelism) through it."""
+
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    scaler: torch.amp.GradScaler
     criterion: nn.Module
-    precision: Precision
     inputs: InputPipeline
-    micro_batch_size: int
+    techniques: Techniques
     grad_clip: float | None = None
     counters: Counters = field(default_factory=Counters)
-    distributed: Distributed = field(default_factory=Distributed)
     guard: NonFiniteGuard | None = None  # None: "stop" on the model's device
-    averaging: NoAveraging = field(default_factory=NoAveraging)  # lookahead weight averaging, or nothing
-    scaler_skips: ScalerSkips = field(default_factory=ScalerSkips)
-    resize: ProgressiveResize = field(default_factory=lambda: ProgressiveResize(None, 0))  # does nothing
-    early: EarlyParams = field(default_factory=EarlyParams)  # parameters trained in the first epochs only, or none
-    techniques: Techniques = field(default_factory=lambda: Techniques(()))  # their training hooks (none: no-ops)
 
     def settle(self) -> None:
         """Bring device-side counts into the host counters (at check points only)."""
-        self.scaler_skips.settle(self.counters)
+        self.counters.skipped_updates += self.techniques.precision.skips.settle()
 
 
 @dataclass(frozen=True)

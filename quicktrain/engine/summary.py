@@ -49,7 +49,7 @@ def build_summary(
         "optimizer_updates": counters.num_updates,
         "skipped_updates": counters.skipped_updates,
         "oom_halvings": counters.oom_halvings,
-        "micro_batch_size_final": run.state.micro_batch_size,
+        "micro_batch_size_final": run.state.techniques.accumulation.micro_batch_size,  # after any OOM halving
         "grad_allreduces": run.techniques.distributed.allreduces,
         "ddp_comm_hook": run.techniques.distributed.comm_hook,
         "micro_steps": counters.micro_steps,
@@ -68,7 +68,6 @@ def build_summary(
         "tta": cfg.run.tta,
         "tta_fraction": cfg.run.tta_fraction,
         "muon_ns_dtype": getattr(run.state.optimizer, "ns_precision", None),
-        "weight_averaging": f"lookahead {cfg.optim.lookahead}" if run.state.averaging.active else "off",
         "best_test_accuracy": max(test_scores, default=None),
         "val_accuracy": last.get("val_accuracy"),
         "val_f1_macro": last.get("val_f1_macro"),

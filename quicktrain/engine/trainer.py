@@ -36,7 +36,7 @@ from quicktrain.engine.summary import build_summary
 from quicktrain.errors import ConfigError, EnvironmentFault, RunStopped
 from quicktrain.metrics import reset_peak_memory
 from quicktrain.records import RunRecord
-from quicktrain.techniques.layout import unwrap
+from quicktrain.techniques.base import unwrap
 
 log = logging.getLogger("quicktrain")
 

@@ -48,6 +48,21 @@ class Accumulation(Technique):
     def updates_per_epoch(self, num_samples: int) -> int:
         return math.ceil(num_samples / self.batch_size)
 
+    def micro_batches(self, window: int) -> tuple[list[int], list[float]]:
+        """The micro-batch sizes of a window of ``window`` samples and each one's loss weight."""
+        sizes = split_sizes(window, self.micro_batch_size)
+        return sizes, micro_weights(sizes)
+
+    def plan(self, num_samples: int) -> list[list[int]]:
+        """Every window of an epoch of ``num_samples`` as its micro-batch sizes."""
+        return plan_epoch(num_samples, self.batch_size, self.micro_batch_size)
+
+    def with_micro_batch(self, micro_batch_size: int) -> Accumulation:
+        """The same effective batch in micro-batches of ``micro_batch_size`` (the out-of-memory retry
+        halves it: twice the steps, the same update)."""
+        steps = math.ceil(self.batch_size / micro_batch_size)
+        return replace(self, micro_batch_size=micro_batch_size, accum_steps=steps)
+
     def settle(self, model: Any, techniques: Any, image_size: int, num_classes: int, device: Any) -> Accumulation:
         """With ``micro_batch_size=auto``: the largest micro-batch that fits, measured on the built model."""
         if not self.auto:

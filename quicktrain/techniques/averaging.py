@@ -8,7 +8,8 @@ last update the model holds the slow weights, so evaluation and the saved model 
 average. All floating-point tensors of the state dict take part, BatchNorm statistics
 included.
 
-``resolve_averaging(None, ...)`` gives the object that does nothing.
+``resolve_averaging(None, ...)`` gives the object that does nothing. As a technique (``resolve``)
+its slow weights are allocated in :meth:`Lookahead.attach`, once the run's length is known.
 """
 
 from __future__ import annotations
@@ -18,20 +19,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from quicktrain.techniques.layout import unwrap
+from quicktrain.techniques.base import Built, Technique, unwrap
 
 
-class NoAveraging:
+class NoAveraging(Technique):
+    name = "lookahead"
     active = False
 
-    def after_update(self, model: nn.Module, update: int) -> None:
-        """``update``: optimizer updates done so far (1 after the first)."""
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
+    def record(self) -> dict[str, Any]:
+        return {"weight_averaging": "off"}
 
 
 class Lookahead(NoAveraging):
@@ -45,6 +41,16 @@ class Lookahead(NoAveraging):
         self.started = False  # the slow weights hold the first averaging point's weights
         if model is not None:
             self.slow = {k: torch.empty_like(v) for k, v in self._floats(model).items()}
+
+    def attach(self, built: Built) -> None:
+        self.total = built.total_updates
+        self.slow = {k: torch.empty_like(v) for k, v in self._floats(built.model).items()}
+
+    def banner(self) -> str:
+        return f"{self.final_decay:g} every {self.every} updates (the slow weights, scored and saved)"
+
+    def record(self) -> dict[str, Any]:
+        return {"weight_averaging": f"lookahead {self.final_decay}"}
 
     def decay(self, update: int) -> float:
         return self.final_decay * (update / self.total) ** 3
@@ -92,3 +98,8 @@ def resolve_averaging(
     final_decay: float | None, every: int, total_updates: int, model: nn.Module | None = None
 ) -> NoAveraging:
     return NoAveraging() if final_decay is None else Lookahead(final_decay, every, total_updates, model)
+
+
+def resolve(cfg: Any, device: Any = None, distributed: Any = None) -> NoAveraging:
+    """``optim.lookahead``; the run's length comes at :meth:`Lookahead.attach`."""
+    return resolve_averaging(cfg.optim.lookahead, cfg.optim.lookahead_every, 0)

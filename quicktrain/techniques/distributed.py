@@ -18,9 +18,15 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from quicktrain.techniques.base import Technique
+
 
 @dataclass
-class Distributed:
+class Distributed(Technique):
+    """This process's place in a data-parallel group; registered as ``ddp`` (always resolved, before
+    the device, so the run builder passes it in)."""
+
+    name = "ddp"
     rank: int = 0
     world: int = 1
     local_rank: int = 0
@@ -102,3 +108,8 @@ def resolve_distributed(device_name: str, comm_hook: str = "none") -> Distribute
     if not dist.is_initialized():
         dist.init_process_group(backend=backend)
     return Distributed(rank=rank, world=world, local_rank=local, backend=backend, comm_hook=comm_hook)
+
+
+def resolve(cfg: object, device: object = None, distributed: Distributed | None = None) -> Distributed:
+    """The group joined before the device was chosen (:func:`resolve_distributed`), as the registry's item."""
+    return distributed if distributed is not None else Distributed()

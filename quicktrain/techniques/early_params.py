@@ -15,13 +15,17 @@ a resumed run and the epoch boundary behave alike.
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from typing import Any
 
 from torch import nn
 
 from quicktrain.errors import ConfigError
+from quicktrain.techniques.base import Built, Technique
 
 
-class EarlyParams:
+class EarlyParams(Technique):
+    name = "early_params"
+
     def __init__(
         self,
         params: dict[str, nn.Parameter] | None = None,
@@ -77,3 +81,43 @@ class EarlyParams:
             epochs = f"{self.frozen_epochs} epoch" + ("s" if self.frozen_epochs > 1 else "")
             parts.append(f"only the head trains for the first {epochs} ({len(self.frozen)} other tensors held fixed)")
         return "; ".join(parts)
+
+    # ---- as a technique: chosen on the model, frozen after the optimizer is built ---------------
+    pattern: str | None = None
+    early_epochs: int = 0
+    freeze_epochs: int = 0
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        chosen = EarlyParams.select(model, self.pattern, self.early_epochs)  # trainable before the groups
+        self.params, self.epochs = chosen.params, chosen.epochs
+        return model
+
+    def attach(self, built: Built) -> None:
+        """The new head alone first: frozen after the groups are built, so every parameter is in them."""
+        frozen = self.freeze_first(built.model, built.head, self.freeze_epochs)
+        self.frozen, self.frozen_epochs = frozen.frozen, frozen.frozen_epochs
+        self.set_epoch(0)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.set_epoch(epoch)
+
+    def banner(self) -> str | None:
+        return self.describe() if self.active else None
+
+
+def resolve(cfg: Any, device: Any = None, distributed: Any = None) -> EarlyParams:
+    """``optim.early_params`` / ``early_epochs`` and ``optim.freeze_epochs``; not under torchrun, where
+    DDP fixes what trains when it wraps the model."""
+    for key, value in (
+        ("optim.early_params", cfg.optim.early_params),
+        ("optim.freeze_epochs", cfg.optim.freeze_epochs),
+    ):
+        if value and distributed is not None and distributed.active:
+            raise ConfigError(f"{key} is not supported under torchrun (DDP fixes what trains when it wraps)")
+    early = EarlyParams()
+    early.pattern, early.early_epochs, early.freeze_epochs = (
+        cfg.optim.early_params,
+        cfg.optim.early_epochs,
+        cfg.optim.freeze_epochs,
+    )
+    return early

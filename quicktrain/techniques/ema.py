@@ -22,8 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from quicktrain.techniques.base import Technique
-from quicktrain.techniques.layout import unwrap
+from quicktrain.techniques.base import Technique, unwrap
 
 
 def ema_decay(update: int, decay: float, warmup: bool = True) -> float:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from quicktrain.techniques.base import Technique
+from quicktrain.techniques.base import unwrap as unwrap
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +87,6 @@ def compiled_graphs() -> int:
 def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
     """``torch.compile`` the model, or return it unchanged. The original stays reachable."""
     return torch.compile(model) if enabled else model
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The module whose state dict is saved: no DDP wrapper, no compile wrapper (in either order)."""
-    while True:
-        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):
-            model = model._orig_mod
-        else:
-            return model
 
 
 def resolve_channels_last(cfg, device: torch.device, distributed=None) -> ChannelsLast:

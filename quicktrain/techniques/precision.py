@@ -6,15 +6,23 @@
 - ``auto``: bf16 where the hardware computes it natively, else fp16 on CUDA, else off.
 - ``off``: autocast is a null context and the scaler is built with ``enabled=False``,
   which makes ``scale``/``unscale_``/``step``/``update`` plain pass-throughs.
+
+:class:`Precision` owns the backward pass and the optimizer step (as Lightning Fabric's
+``Precision.backward`` / ``optimizer_step``), the GradScaler inside it, so the training step never
+drives a scaler: ``backward`` scales, ``unscale`` comes before clipping, ``optimizer_step`` steps,
+updates the scale and counts, on the device, the updates the scaler skipped.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
 from quicktrain.errors import ConfigError
 from quicktrain.techniques.base import Technique
@@ -27,7 +35,13 @@ class Precision(Technique):
     requested: str  # what the config asked for
     dtype: torch.dtype | None  # None: full fp32
     device_type: str  # "cpu" or "cuda"
+    scaler: torch.amp.GradScaler | None = field(default=None, compare=False, repr=False)  # None: built here
+    skips: ScalerSkips = field(default_factory=lambda: ScalerSkips(), compare=False, repr=False)
     name = "amp"
+
+    def __post_init__(self) -> None:
+        if self.scaler is None:
+            object.__setattr__(self, "scaler", self.make_scaler())
 
     @property
     def active(self) -> bool:
@@ -50,11 +64,64 @@ class Precision(Technique):
     def make_scaler(self) -> torch.amp.GradScaler:
         return torch.amp.GradScaler(self.device_type, enabled=self.needs_scaler)
 
+    # ---- the backward pass and the optimizer step ------------------------------------------------
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        """Once per update, before clipping sees the gradients' true norm."""
+        self.scaler.unscale_(optimizer)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Step (skipped by an fp16 scaler that found inf/NaN gradients, which then lowers its scale)."""
+        before = self.skips.scale(self.scaler)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        self.skips.count(self.scaler, before)  # on the device; read at check points
+
+    def forget_attempt(self) -> None:
+        """An attempt at an update failed (out of memory): its unscale/step never happened."""
+        self.scaler._per_optimizer_states = collections.defaultdict(_refresh_per_optimizer_state)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scaler": self.scaler.state_dict()} if self.scaler.is_enabled() else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+
     def banner(self) -> str:
         return f"{self.mode} (asked: {self.requested}), grad scaler {'on' if self.needs_scaler else 'off'}"
 
     def record(self) -> dict[str, object]:
         return {"amp": self.mode, "amp_requested": self.requested, "grad_scaler": self.needs_scaler}
+
+
+class ScalerSkips:
+    """Updates the fp16 GradScaler skipped (inf/NaN gradients), counted on the device: the
+    scale tensor drops exactly when the scaler skips. :meth:`settle` returns the count at the
+    check points (every few updates, checkpoints, epoch ends), so no update waits for the
+    device. Without a scaler it counts nothing."""
+
+    def __init__(self) -> None:
+        self.pending: torch.Tensor | None = None
+
+    def scale(self, scaler: torch.amp.GradScaler) -> torch.Tensor | None:
+        """The scale before the step, as a device tensor (``get_scale()`` would sync)."""
+        return scaler._scale.clone() if scaler.is_enabled() and scaler._scale is not None else None
+
+    def count(self, scaler: torch.amp.GradScaler, before: torch.Tensor | None) -> None:
+        """After ``scaler.update()``: a lower scale means this update was skipped."""
+        if before is not None:
+            dropped = (scaler._scale < before).long()
+            self.pending = dropped if self.pending is None else self.pending + dropped
+
+    def settle(self) -> int:
+        """The skips since the last call (the one read of the device count, at a check point)."""
+        if self.pending is None:
+            return 0
+        count, self.pending = int(self.pending), None
+        return count
 
 
 def cuda_supports_bf16() -> bool:

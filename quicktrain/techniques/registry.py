@@ -174,6 +174,30 @@ _BUILTIN = (
         resolve="quicktrain.techniques.sync_bn:resolve",
     ),
     Spec(
+        "ddp",
+        "torchrun: data parallelism, gradients all-reduced once per update (always resolved; not an arm)",
+        None,
+        resolve="quicktrain.techniques.distributed:resolve",
+    ),
+    Spec(
+        "lookahead",
+        "weight averaging by lookahead, as the speedrun recipes (optim.lookahead; not an arm)",
+        None,
+        resolve="quicktrain.techniques.averaging:resolve",
+    ),
+    Spec(
+        "low_res",
+        "progressive resizing: the first epochs at a lower resolution (data.low_res; not an arm)",
+        None,
+        resolve="quicktrain.techniques.resolution:resolve",
+    ),
+    Spec(
+        "early_params",
+        "parameters trained for the first epochs only, or frozen for them (optim.early_params, freeze_epochs)",
+        None,
+        resolve="quicktrain.techniques.early_params:resolve",
+    ),
+    Spec(
         "ema",
         "an exponential moving average of the weights (decay 0.999 in an arm), scored and saved",
         "optim.model_ema",

@@ -2,14 +2,16 @@
 
 The run builder asks this object, never a technique by name: ``apply_process`` once before the
 data loads, ``prepare_model`` on the module, ``settle`` once the model exists (what must be
-measured on it), ``optimizer_options``, ``wrap_model``, then ``banner_lines`` and ``record``.
-The step reads the four it is built from (accumulation, precision, pinning, memory format)
-through the properties below.
+measured on it), ``train_loader``, ``optimizer_options``, ``attach`` once the optimizer exists,
+``wrap_model``, then ``banner_lines`` and ``record``; the loop calls ``start_epoch``, the step
+``transform``, ``micro_input`` and ``after_update``. The step and the builder read the five it is
+built from (accumulation, precision, pinning, memory format, data parallelism) through the
+properties below.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -17,8 +19,8 @@ from torch import nn
 
 from quicktrain.config import Config
 from quicktrain.techniques.accumulation import Accumulation
-from quicktrain.techniques.base import Technique
-from quicktrain.techniques.distributed import Distributed
+from quicktrain.techniques.base import Built, LoaderRequest, Technique
+from quicktrain.techniques.distributed import Distributed, resolve_distributed
 from quicktrain.techniques.pinning import Pinning
 from quicktrain.techniques.precision import Precision
 from quicktrain.techniques.registry import specs
@@ -27,13 +29,16 @@ from quicktrain.techniques.registry import specs
 @dataclass(frozen=True)
 class Techniques:
     items: tuple[Technique, ...]  # one per registered technique, in registry order
-    distributed: Distributed = field(default_factory=Distributed)
 
     def get(self, name: str) -> Technique:
         for item in self.items:
             if item.name == name:
                 return item
         raise KeyError(f"technique '{name}' was not resolved for this run")
+
+    def with_item(self, new: Technique) -> Techniques:
+        """These techniques with ``new`` in place of the item of its name (e.g. a halved micro-batch)."""
+        return replace(self, items=tuple(new if item.name == new.name else item for item in self.items))
 
     # ---- what the step is built from ------------------------------------------------
     @property
@@ -50,7 +55,17 @@ class Techniques:
 
     @property
     def memory_format(self) -> torch.memory_format:
-        return self.get("channels_last").memory_format  # type: ignore[attr-defined]
+        try:
+            return self.get("channels_last").memory_format  # type: ignore[attr-defined]
+        except KeyError:  # a hand-built set without it (tests)
+            return torch.contiguous_format
+
+    @property
+    def distributed(self) -> Distributed:
+        try:
+            return self.get("ddp")  # type: ignore[return-value]
+        except KeyError:  # a hand-built set without it (tests): one process
+            return _SINGLE
 
     # ---- hooks over every technique -------------------------------------------------
     def apply_process(self) -> None:
@@ -75,6 +90,18 @@ class Techniques:
             model = item.wrap_model(model)
         return model
 
+    def train_loader(self, request: LoaderRequest) -> Any | None:
+        """The first technique's own loader for the training split (None: the DataLoader)."""
+        for item in self.items:
+            loader = item.train_loader(request)
+            if loader is not None:
+                return loader
+        return None
+
+    def attach(self, built: Built) -> None:
+        for item in self.items:
+            item.attach(built)
+
     def optimizer_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
         for item in self.items:
@@ -86,6 +113,15 @@ class Techniques:
         return [f"  {item.name:<13} {text}" for item in self.items if (text := item.banner())]
 
     # ---- hooks during training -------------------------------------------------------
+    def start_epoch(self, epoch: int) -> None:
+        for item in self.items:
+            item.start_epoch(epoch)
+
+    def micro_input(self, x: torch.Tensor) -> torch.Tensor:
+        for item in self.items:
+            x = item.micro_input(x)
+        return x
+
     def transform(self, images: torch.Tensor, targets: torch.Tensor, update: int) -> tuple[torch.Tensor, torch.Tensor]:
         for item in self.items:
             images, targets = item.transform(images, targets, update)
@@ -117,8 +153,18 @@ class Techniques:
         return out
 
 
+_SINGLE = Distributed()
+__all__ = ["Distributed", "Techniques", "resolve_group", "resolve_techniques"]
+
+
+def resolve_group(cfg: Config) -> Distributed:
+    """This process's place in a data-parallel group (joined when torchrun started several); resolved
+    before the device, since the group picks each process's GPU."""
+    return resolve_distributed(cfg.run.device, cfg.techniques.ddp_comm_hook)
+
+
 def resolve_techniques(cfg: Config, device: torch.device, distributed: Distributed | None = None) -> Techniques:
     """Resolve every registered technique for ``device``; ``distributed``: this process's place in a
     data-parallel group (one process if None), so the accumulation plan is per process."""
     distributed = distributed or Distributed()
-    return Techniques(tuple(s.load()(cfg, device, distributed) for s in specs()), distributed)
+    return Techniques(tuple(s.load()(cfg, device, distributed) for s in specs()))
