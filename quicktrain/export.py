@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import tempfile
 import warnings
 from pathlib import Path
@@ -55,26 +54,18 @@ class _Uint8Input(nn.Module):
 
 
 def preprocessing(loaded: LoadedRun, uint8_input: bool = False) -> dict[str, Any]:
-    """What a serving program must do to an image before the exported graph sees it."""
-    norm = loaded.summary.get("normalization") or {}
-    mean, std = loaded.inputs.mean, loaded.inputs.std
+    """What a serving program must do to an image before the exported graph sees it: the run's
+    input record (:class:`~quicktrain.data.input_spec.InputSpec`), with the model, its classes, the
+    crop in words and what the graph takes."""
+    spec = loaded.input
     info: dict[str, Any] = {
         "model": loaded.config.model.name,
         "classes": loaded.classes,
-        "decode_size": loaded.input["size"],  # images are decoded (resized, or centre-cropped: crop) to this first
-        "image_size": loaded.config.model.image_size or loaded.image_size,
-        "channel_order": "RGB",
-        "mean": list(mean),
-        "std": list(std),
-        "normalization_source": norm.get("source"),
+        "decode_size": spec.size,  # images are decoded (resized, or centre-cropped: crop) to this first
+        **spec.to_record(),
+        "crop": spec.describe_crop(),
+        "crop_kind": spec.crop,
     }
-    if loaded.input["crop"] == "resized":
-        info["crop"] = (
-            f"resize the shorter side to {math.floor(loaded.input['size'] / loaded.input['crop_pct'])} px "
-            f"(bilinear, antialiased), keep the centre {loaded.input['size']} x {loaded.input['size']}"
-        )
-    else:
-        info["crop"] = f"resize the whole image to {loaded.input['size']} x {loaded.input['size']} (bilinear)"
     if uint8_input:
         info["input"] = "uint8 (N, H, W, 3) RGB at decode_size; normalisation and resizing are inside the graph"
     else:
@@ -95,8 +86,10 @@ def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4, uint8_
     model = loaded.model.float().eval().cpu()  # exports are built and checked on the CPU
     g = torch.Generator().manual_seed(0)
     if uint8_input:
-        model = _Uint8Input(model, tuple(info["mean"]), tuple(info["std"]), loaded.config.model.image_size).eval()
-        side = loaded.input["size"]
+        spec = loaded.input
+        resize = spec.image_size if spec.image_size != spec.size else None  # as the run's InputPipeline
+        model = _Uint8Input(model, spec.mean, spec.std, resize).eval()
+        side = spec.size
         x = torch.randint(0, 256, (check_inputs, side, side, 3), generator=g, dtype=torch.uint8)
     else:
         size = info["image_size"]

@@ -28,6 +28,7 @@ from torch import nn
 
 from quicktrain.atomic import atomic_write, atomic_write_text
 from quicktrain.config import Config, model_keywords
+from quicktrain.data.input_spec import InputSpec
 from quicktrain.errors import ConfigError, DataError
 from quicktrain.weights_file import read_weights
 
@@ -45,24 +46,35 @@ class LoadedRun:
     weights: Path
 
     @property
-    def input(self) -> dict[str, Any]:
-        """How the run turned image files into inputs (its summary's ``input``): crop pad (a square
-        decode at ``size``) or resized (photos: resize the shorter side, centre crop ``size``)."""
-        recorded = self.summary.get("input")
-        if recorded:
-            return recorded
-        return {"crop": "pad", "size": self.config.data.resolution or self.image_size}  # runs before photos
+    def input(self) -> InputSpec:
+        """How the run turned image files into inputs: its summary's ``input`` record (runs recorded
+        before it held every field get the rest from the summary and config they have)."""
+        return input_spec(self.summary, self.config)
 
     def decode(self, path: Path) -> np.ndarray:
         """One image file as the run's evaluation saw it: (size, size, 3) uint8."""
         spec = self.input
-        if spec["crop"] == "resized":
+        if spec.crop == "resized":
             from quicktrain.data.photo_store import eval_crop
 
-            return eval_crop(path, spec["store_side"], spec["size"], spec["crop_pct"])
+            return eval_crop(path, spec.store_side, spec.size, spec.crop_pct)
         from quicktrain.data.decode import decode_image
 
-        return decode_image(path, spec["size"])
+        return decode_image(path, spec.size)
+
+
+def input_spec(summary: dict[str, Any], config: Config) -> InputSpec:
+    """A run's :class:`InputSpec` from its record."""
+    norm = summary.get("normalization") or {}
+    image_size = int(summary["image_size"])
+    fallback = {
+        "crop": "pad",
+        "size": config.data.resolution or image_size,
+        "image_size": config.model.image_size or image_size,
+        "layout": "NHWC" if config.techniques.channels_last else "NCHW",
+        **({"mean": norm["mean"], "std": norm["std"], "normalization_source": norm.get("source")} if norm else {}),
+    }
+    return InputSpec.from_record(summary.get("input") or {}, fallback)
 
 
 def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto", trust_code: bool = False) -> LoadedRun:
@@ -75,7 +87,6 @@ def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto", 
     from quicktrain.engine.setup import resolve_device
     from quicktrain.models import create_model
     from quicktrain.models.external import check_recorded_code
-    from quicktrain.techniques import memory_format
     from quicktrain.techniques.precision import resolve_precision
 
     path = Path(path)
@@ -100,11 +111,8 @@ def load_run(path: str | Path, weights: str = "model.pt", device: str = "auto", 
         detail = " ".join(str(err).split())[:200]
         raise ConfigError(f"weights '{file}' do not match model {cfg.model.name!r}: {detail}") from None
     dev = resolve_device(device)
-    layout = memory_format(cfg.techniques.channels_last)  # as trained: NCHW costs ~3x on a CPU
-    model = model.to(dev, memory_format=layout).eval()
-    norm = summary.get("normalization") or {}
-    extra = {"mean": tuple(norm["mean"]), "std": tuple(norm["std"])} if norm else {}
-    inputs = InputPipeline(dev, image_size=cfg.model.image_size, memory_format=layout, **extra)
+    inputs = InputPipeline.from_spec(input_spec(summary, cfg), dev)  # the run's record, as trained
+    model = model.to(dev, memory_format=inputs.memory_format).eval()  # NCHW where it trained so: ~3x on a CPU
     amp = "auto" if cfg.techniques.amp == "fp16" and dev.type != "cuda" else cfg.techniques.amp
     precision = resolve_precision(amp, dev)
     return LoadedRun(folder, cfg, summary, model, inputs, precision, list(classes), image_size, file)
@@ -133,9 +141,9 @@ def evaluate_run(
     run = Config.from_overrides(asked, base=loaded.config).run  # checked as any config is
     tta, tta_fraction = run.tta, run.tta_fraction
     spec = loaded.input  # the run's own crop and size, not what this folder would resolve to
-    photo = {"crop_pct": spec["crop_pct"], "store_size": spec["store_side"]} if spec["crop"] == "resized" else {}
+    photo = {"crop_pct": spec.crop_pct, "store_size": spec.store_side} if spec.crop == "resized" else {}
     data = DataConfig(
-        dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=spec["size"], crop=spec["crop"],
+        dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=spec.size, crop=spec.crop,
         max_test_samples=max_samples, max_train_samples=1, cache_dir=loaded.config.data.cache_dir, **photo,
     )  # fmt: skip
     arrays = load_arrays(data, progress=False)

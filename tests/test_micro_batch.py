@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_config
+from conftest import micro_batch, tiny_config
 
 from quicktrain.config import Config
 from quicktrain.engine.setup import build_run
@@ -48,7 +48,7 @@ def test_cpu_budget_decides_and_the_run_uses_it(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("QUICKTRAIN_CPU_MEMORY_MB", str(budget_mb))
     run = build_run(cfg, progress=False)
     acc = run.techniques.accumulation
-    assert (acc.micro_batch_size, acc.accum_steps, run.state.micro_batch_size) == (8, 4, 8)
+    assert (acc.micro_batch_size, acc.accum_steps, micro_batch(run.state)) == (8, 4, 8)
     # probing changed nothing: the same initial weights and BatchNorm statistics as without it
     plain = build_run(Config.from_overrides({"techniques.micro_batch_size": 8}, cfg), progress=False)
     a, b = run.state.model.state_dict(), plain.state.model.state_dict()

@@ -78,7 +78,7 @@ def test_images_in_subfolders_count_and_hidden_files_do_not(tmp_path):
     assert len(listing.paths) == 11 and sum(listing.labels == 0) == 7
     assert not any(p.name.startswith(".") or ".ipynb_checkpoints" in p.parts for p in listing.paths)
     arrays = load_arrays(DataConfig(dataset=f"imagefolder:{root}"), progress=False)
-    assert arrays.notes == ("3 of 11 training images from subfolders of their class folders",)
+    assert arrays.notes == ("held-out split: test/", "3 of 11 training images from subfolders of their class folders")
 
 
 def test_the_banner_says_how_many_images_came_from_subfolders(tmp_path, capsys):
@@ -89,7 +89,7 @@ def test_the_banner_says_how_many_images_came_from_subfolders(tmp_path, capsys):
     assert main(["train", "--dataset", f"imagefolder:{root}", *TINY, "--out", str(tmp_path / "run")]) == 0
     assert "2 of 10 training images from subfolders" in capsys.readouterr().out
     record = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert record["input"]["notes"] == ["2 of 10 training images from subfolders of their class folders"]
+    assert "2 of 10 training images from subfolders of their class folders" in record["input"]["notes"]
 
 
 def test_predict_lists_files_as_training_does(tmp_path):

@@ -8,11 +8,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from quicktrain.data.input_spec import IMAGENET_MEAN as IMAGENET_MEAN  # what pretrained weights expect
+from quicktrain.data.input_spec import IMAGENET_STD as IMAGENET_STD
+from quicktrain.data.input_spec import InputSpec
+
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
-# pretrained weights expect the statistics they were trained with
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class InputPipeline:
@@ -36,6 +37,13 @@ class InputPipeline:
         std_t = torch.tensor(std, device=device).view(1, -1, 1, 1)
         self.scale = 1.0 / (255.0 * std_t)
         self.shift = -torch.tensor(mean, device=device).view(1, -1, 1, 1) / std_t
+
+    @classmethod
+    def from_spec(cls, spec: InputSpec, device: torch.device, non_blocking: bool = False) -> InputPipeline:
+        """The pipeline a run's input record describes (resizing only when the model's size differs)."""
+        layout = torch.channels_last if spec.layout == "NHWC" else torch.contiguous_format
+        resize = spec.image_size if spec.image_size != spec.size else None
+        return cls(device, non_blocking, resize, layout, spec.mean, spec.std)
 
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Copy a batch to the device; asynchronous only from pinned memory, else it would not be."""

@@ -3,24 +3,23 @@ per topic, every technique's line from its own ``banner``."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from quicktrain.config import model_keywords
 from quicktrain.data.arrays import Arrays
 from quicktrain.data.imagefolder import describe_sizes
+from quicktrain.data.input_spec import InputSpec
 from quicktrain.engine.setup import Run
 
 
-def photo_line(arrays: Arrays, crop_pct: float) -> str:
-    """The banner's line for a folder of photos: source sizes, training and evaluation crops, store."""
-    images, size = arrays.train.images, arrays.image_size
-    kept = "decoded per batch from the files" if arrays.train.streamed else "a memory-mapped store"
+def photo_line(spec: InputSpec, streamed: bool) -> str:
+    """The banner's line for a folder of photos, from the run's input record: source sizes, training
+    and evaluation crops, store."""
+    kept = "decoded per batch from the files" if streamed else "a memory-mapped store"
     return (
-        f"{describe_sizes(arrays.source_sizes)}; aspect kept, shorter side {images.side} px in {kept}; "
-        f"trained on {size} px random resized crops, evaluated on the centre {size} px after resizing the shorter "
-        f"side to {math.floor(size / crop_pct)} px (crop_pct {crop_pct:g})"
+        f"{describe_sizes(spec.source_sizes)}; aspect kept, shorter side {spec.store_side} px in {kept}; "
+        f"trained on {spec.size} px random resized crops, evaluated on the centre {spec.size} px after resizing the "
+        f"shorter side to {spec.resize_to} px (crop_pct {spec.crop_pct:g})"
     )
 
 
@@ -64,8 +63,12 @@ def describe(run: Run) -> list[str]:
             else f", {cfg.data.workers} loader workers"
         )
         + (", streamed: each batch decoded from its files when loaded" if run.arrays.train.streamed else ""),
-        *([f"  photos        {photo_line(run.arrays, cfg.data.crop_pct)}"] if run.arrays.crop == "resized" else []),
-        *(f"  data          {note}" for note in run.arrays.notes),
+        *(
+            [f"  photos        {photo_line(run.input, run.arrays.train.streamed)}"]
+            if run.input.crop == "resized"
+            else []
+        ),
+        *(f"  data          {note}" for note in run.input.notes),
         f"  augment       {run.augment.describe() if cfg.data.augment else 'off'}",
         f"  optimizer     {cfg.optim.optimizer}"
         + (

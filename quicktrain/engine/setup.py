@@ -18,8 +18,9 @@ from torch.utils.data import DataLoader
 from quicktrain.config import Config, DataConfig, model_keywords
 from quicktrain.data.arrays import Arrays, Split
 from quicktrain.data.augment import AugmentSpec
+from quicktrain.data.input_spec import IMAGENET_MEAN, IMAGENET_STD, InputSpec
 from quicktrain.data.loader import make_loader
-from quicktrain.data.prepare import IMAGENET_MEAN, IMAGENET_STD, InputPipeline
+from quicktrain.data.prepare import InputPipeline
 from quicktrain.data.sources import load_arrays
 from quicktrain.data.stats import cached_channel_stats
 from quicktrain.engine.guard import NonFiniteGuard
@@ -44,6 +45,7 @@ class Run:
     val_loader: DataLoader | None  # None without --val-fraction
     updates_per_epoch: int
     image_size: int
+    input: InputSpec  # how images become the model's inputs: the summary's ``input``, what exports carry
     num_params: int
     model_note: str | None = None  # how the net was adapted to the image size, for the banner
     origin: Origin | None = None  # --pretrained RUN_OR_WEIGHTS: what was loaded, what is new
@@ -77,6 +79,28 @@ def resolve_normalization(cfg: Config, arrays: Arrays) -> Normalization:
         return Normalization(IMAGENET_MEAN, IMAGENET_STD, "ImageNet (pretrained weights)")
     mean, std = cached_channel_stats(arrays.train.images, f"{arrays.name}|{arrays.source}", cfg.data.cache_dir)
     return Normalization(mean, std, "training split")
+
+
+def resolve_input(cfg: Config, arrays: Arrays, normalization: Normalization, layout: torch.memory_format) -> InputSpec:
+    """The run's input record, decided here once: the decode size from the dataset (thumbnails'
+    own, ``data.resolution``, or the photo default), the model's size, the crops, normalisation
+    and layout. Train, evaluate, predict and export read it; none derives it again."""
+    photos, data = arrays.crop == "resized", cfg.data
+    return InputSpec(
+        crop=arrays.crop,
+        size=arrays.image_size,
+        image_size=cfg.model.image_size or arrays.image_size,
+        mean=normalization.mean,
+        std=normalization.std,
+        normalization_source=normalization.source,
+        crop_pct=data.crop_pct if photos else None,
+        store_side=getattr(arrays.train.images, "side", None) if photos else None,
+        crop_scale=tuple(data.crop_scale) if photos else None,
+        crop_ratio=tuple(data.crop_ratio) if photos else None,
+        layout="NHWC" if layout == torch.channels_last else "NCHW",
+        source_sizes=arrays.source_sizes,
+        notes=arrays.notes,
+    )
 
 
 def _model_note(entry: ModelEntry | None, image_size: int) -> str | None:
@@ -158,8 +182,10 @@ def _build(
         logging.getLogger("quicktrain").setLevel(logging.WARNING)  # rank 0 speaks for all
     entry = check_model(cfg.model.name) if model is None else None
     arrays = load_arrays(cfg.data, progress, cfg.run.seed, data, size_hint=cfg.model.image_size)
+    normalization = resolve_normalization(cfg, arrays)  # cached statistics: no random draw
+    spec_in = resolve_input(cfg, arrays, normalization, techniques.memory_format)  # the one input record
     seed_everything(cfg.run.seed)  # before the model: its initial weights come from it
-    image_size = cfg.model.image_size or arrays.image_size
+    image_size = spec_in.image_size
     hub = "hub" if cfg.model.pretrained == "hub" else None
     if model is None:
         keywords = model_keywords(cfg.model)  # --drop-path, --model-kwargs
@@ -175,15 +201,7 @@ def _build(
     model = techniques.prepare_model(model.to(device))
     num_params = sum(p.numel() for p in model.parameters())
     pin = techniques.pinning.active
-    normalization = resolve_normalization(cfg, arrays)
-    inputs = InputPipeline(
-        device,
-        non_blocking=pin,
-        image_size=cfg.model.image_size,
-        memory_format=techniques.memory_format,
-        mean=normalization.mean,
-        std=normalization.std,
-    )
+    inputs = InputPipeline.from_spec(spec_in, device, non_blocking=pin)
     if hasattr(model, "init_from_data"):  # data-dependent initialisation (speedrun_net's whitening)
         sample = torch.from_numpy(arrays.train.images[:5000]).permute(0, 3, 1, 2).to(device)
         model.init_from_data(inputs(sample))
@@ -227,6 +245,7 @@ def _build(
         val_loader=_eval_loader(arrays.val, cfg, pin, distributed),
         updates_per_epoch=updates_per_epoch,
         image_size=image_size,
+        input=spec_in,
         num_params=num_params,
         model_note=_model_note(entry, image_size),
         origin=origin,

@@ -125,20 +125,8 @@ def build_summary(
 
 
 def _input(run: Run) -> dict[str, Any]:
-    """How images became the model's inputs: the crop kind and size, and for photos the source sizes,
-    the evaluation crop and the stored side."""
-    arrays, data = run.arrays, run.config.data
-    record: dict[str, Any] = {"crop": arrays.crop, "size": arrays.image_size}
-    if arrays.crop == "resized":
-        record.update(
-            crop_scale=list(data.crop_scale), crop_ratio=list(data.crop_ratio), crop_pct=data.crop_pct,
-            store_side=arrays.train.images.side,
-        )  # fmt: skip
-    if arrays.source_sizes is not None:
-        record["source_sizes"] = arrays.source_sizes
-    if arrays.notes:
-        record["notes"] = list(arrays.notes)
-    return record
+    """How images became the model's inputs: the run's one input record (:class:`InputSpec`)."""
+    return run.input.to_record()
 
 
 def _normalization(run: Run) -> dict[str, Any] | None:
