@@ -1,4 +1,4 @@
-"""An exponential moving average of the weights (``--model-ema DECAY``), as timm's ModelEmaV3.
+"""An exponential moving average of the weights (``--model-ema DECAY``): timm's ``ModelEmaV3``.
 
 After every optimizer update ``n`` (1 after the first) every floating-point tensor of the state
 dict, BatchNorm statistics included, moves as ``ema = d * ema + (1 - d) * trained`` with
@@ -8,18 +8,21 @@ dict, BatchNorm statistics included, moves as ``ema = d * ema + (1 - d) * traine
     d(n) = DECAY                              without
 
 (timm's ``1 - (1 + step / gamma) ** -power`` with gamma 1, power 2/3 and ``step = n - 1``).
-Integer tensors (BatchNorm's batch count) are copied. The average lives beside the model, on its
-device and in its layout; evaluation scores it as the run's result and the trained weights beside
-it (``raw_*``); checkpoints keep it, so a resumed run continues the same average.
+Integer tensors (BatchNorm's batch count) are copied. timm's ``ModelEmaV3`` does the averaging
+(one fused ``lerp`` over every tensor, its warm-up rule is the one above, ``tests/test_averaging.py``
+checks the two agree); this module adds what the protocol needs around it: the copy is made once
+the model is built (:meth:`ModelEma.settle`), on its device and in its layout, evaluation scores it
+as the run's result and the trained weights beside it (``raw_*``), and checkpoints keep it as a plain
+state dict, so a resumed run continues the same average.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from timm.utils.model_ema import ModelEmaV3
 from torch import nn
 
 from quicktrain.techniques.base import Technique, unwrap
@@ -46,41 +49,30 @@ class ModelEma(Technique):
     active: bool
     decay: float = 0.0
     warmup: bool = True
-    average: nn.Module | None = None  # built by settle(), once the model exists
+    average: ModelEmaV3 | None = None  # built by settle(), once the model exists
     name = "ema"
 
     def settle(self, model: nn.Module, techniques: Any, image_size: int, num_classes: int, device: Any) -> ModelEma:
         if not self.active:
             return self
-        average = copy.deepcopy(unwrap(model)).eval()  # on the model's device, in its memory format
-        average.requires_grad_(False)
+        average = ModelEmaV3(unwrap(model), decay=self.decay, use_warmup=self.warmup)  # a deep copy, same device
+        average.module.requires_grad_(False)
         return replace(self, average=average)
-
-    def _pairs(self, model: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor], list[tuple]]:
-        mine, theirs = self.average.state_dict(), unwrap(model).state_dict()
-        floats = [k for k, v in mine.items() if v.is_floating_point()]
-        others = [(mine[k], theirs[k]) for k, v in mine.items() if not v.is_floating_point()]
-        return [mine[k] for k in floats], [theirs[k].detach() for k in floats], others
 
     @torch.no_grad()
     def after_update(self, model: nn.Module, update: int) -> None:
-        if self.average is None:
-            return
-        averages, trained, others = self._pairs(model)
-        weight = 1.0 - ema_decay(update, self.decay, self.warmup)
-        torch._foreach_lerp_(averages, trained, weight)  # one fused pass over every tensor
-        for mine, theirs in others:
-            mine.copy_(theirs)
+        if self.average is not None:
+            self.average.update(unwrap(model), step=update)  # decay ema_decay(update, ...)
 
     def scored_model(self, model: nn.Module) -> nn.Module:
-        return model if self.average is None else self.average
+        return model if self.average is None else self.average.module
 
     def state_dict(self) -> dict[str, Any]:
-        return {} if self.average is None else {"average": self.average.state_dict()}
+        return {} if self.average is None else {"average": self.average.module.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.average is not None and "average" in state:
-            self.average.load_state_dict(state["average"])  # copied into the tensors on the model's device
+            self.average.module.load_state_dict(state["average"])  # copied into the tensors on the model's device
 
     def banner(self) -> str | None:
         if not self.active:

@@ -12,6 +12,12 @@ Everything drawn (whether to mix, MixUp or CutMix, ``lam``, the box) comes from 
 seeded by (run seed, update index), and the mix is applied to the whole effective batch before
 it is split into micro-batches: arms that differ in accumulation, micro-batch size or layout,
 and resumed runs, train on the same mixed batches.
+
+Why not timm's ``timm.data.Mixup`` (whose "batch" mode and soft targets this follows): it draws
+from NumPy's global generator, so the mix of an update depends on whatever drew before it (another
+arm's accumulation, a resumed run, a data worker) and not on (seed, update); and it refuses odd
+batches, which a last or out-of-memory-halved micro-batch can be. ``tests/test_timm_pieces.py``
+shows both.
 """
 
 from __future__ import annotations
