@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-RECORD_FILES = ("arm.json", "config.yaml", "env.json", "evals.jsonl", "metrics.jsonl", "metrics.csv", "summary.json")
+RECORD_FILES = ("arm.json", "config.yaml", "env.json", "evals.jsonl", "metrics.jsonl", "summary.csv", "summary.json")
 
 
 def relative_text(text: str, root: Path) -> str:

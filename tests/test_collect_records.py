@@ -44,3 +44,54 @@ def test_records_only_once_and_relative(tmp_path):
 def test_a_folder_that_is_no_ablation_is_refused(tmp_path, capsys):
     assert collect_records.main([str(tmp_path), "--dest", str(tmp_path / "d")]) == 2
     assert "no runs/" in capsys.readouterr().err
+
+
+runs_spec = importlib.util.spec_from_file_location("runs_table", REPO / "benchmarks" / "runs_table.py")
+runs_table = importlib.util.module_from_spec(runs_spec)
+runs_spec.loader.exec_module(runs_table)
+
+
+def test_runs_table_has_one_row_per_run_with_arm_machine_and_commit(tmp_path):
+    for arm, seed, commit in (("bf16", 1, "abc1234"), ("baseline", 0, None)):
+        run = tmp_path / "runs" / f"m__d__{arm}__r{seed}"
+        run.mkdir(parents=True)
+        summary = {"model": "m", "seed": seed, "time_to_target_s": 12.345678, "test_accuracy": 0.5}
+        summary["status"] = "completed"
+        (run / "summary.json").write_text(json.dumps(summary))
+        (run / "arm.json").write_text(json.dumps({"arm": arm}))
+        env = {"cpu": "EPYC", "cpu_count": 2, "torch_threads": 1, **({"commit": commit} if commit else {})}
+        (run / "env.json").write_text(json.dumps(env))
+    assert runs_table.main([str(tmp_path), "--commit", "fallback"]) == 0
+    lines = (tmp_path / "runs.csv").read_text().splitlines()
+    assert lines[0].split(",")[:5] == ["run", "model", "dataset", "arm", "seed"]
+    assert len(lines) == 3 and lines[1].startswith("runs/m__d__baseline__r0,m,,baseline,0,completed")
+    assert "12.3457" in lines[2] and lines[2].endswith('"EPYC, 2 cores, 1 threads",abc1234')
+    assert lines[1].endswith(",fallback")  # no commit in env.json: the one given for the folder
+
+
+def test_every_results_folder_with_runs_leads_with_its_table():
+    results = REPO / "benchmarks" / "results"
+    for folder in sorted(p for p in results.iterdir() if p.is_dir()):
+        summaries = list(folder.rglob("summary.json"))
+        if not summaries:
+            continue
+        table = folder / "runs.csv"
+        assert table.is_file(), f"{folder.name} has run records but no runs.csv"
+        assert len(table.read_text().splitlines()) == len(summaries) + 1, f"{folder.name}/runs.csv is stale"
+        readme = folder / "README.md"
+        assert readme.is_file() and "runs.csv" in readme.read_text().split("\n\n")[1], folder.name
+
+
+def test_env_records_the_commit_of_the_code_that_ran(tmp_path, monkeypatch):
+    import shutil
+    import subprocess
+
+    from quicktrain.engine import environment
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        assert environment.source_commit() is None
+        return
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    assert environment.source_commit().split("+")[0] == head.stdout.strip()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git to ask: an installed wheel's answer
+    assert environment.source_commit() is None

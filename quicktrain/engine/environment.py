@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "device": str(device),
         "cuda": torch.version.cuda,
         "argv": sys.argv,
+        "commit": source_commit(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -42,6 +44,27 @@ def environment(device: torch.device) -> dict[str, Any]:
             gpu=props.name, gpu_memory_gb=round(props.total_memory / 2**30, 1), cudnn=torch.backends.cudnn.version()
         )
     return env
+
+
+def source_commit() -> str | None:
+    """The git commit quicktrain runs from (``abc1234``, ``+dirty`` with uncommitted changes), or None
+    for an installed wheel or a machine without git: the figures a run gives belong to that code."""
+    package = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(package), "status", "--porcelain", "--untracked-files=no", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _cpu_name() -> str:
