@@ -399,6 +399,7 @@ def _resumed_config(overrides: dict[str, Any]) -> Path | None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from quicktrain.engine import train
+    from quicktrain.engine.summary import input_bound_advice
     from quicktrain.reporting import format_table
 
     cfg = config_from_args(args)
@@ -435,6 +436,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"training {s['train_time_s']:.1f}s ({s['images_per_s']:.0f} img/s), "
         f"wall {s['wall_time_s']:.1f}s, {s['optimizer_updates']} updates"
     )
+    advice = input_bound_advice(s, cfg.data.workers)
+    if advice:
+        print(advice)
     print(f"record: {result.folder}")
     return 0
 

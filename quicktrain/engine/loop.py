@@ -16,6 +16,7 @@ A stop between epoch ends writes a mid-epoch checkpoint first, so the record is 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,8 @@ class Loop:
         self.watch, self.eval_watch = Stopwatch(run.device), Stopwatch(run.device)
         self.epoch_length = len(run.train_loader)
         self.epoch_started_at = 0.0  # watch.total when this epoch began: the epoch's time is the rest
+        self.epoch_wait = 0.0  # seconds this epoch waited for batches (host clock, as timm's data time)
+        self.fetch_started = 0.0
         self.newest_checkpoint = "none"
         self.stopped_by = "epochs"
         self.signalled = False  # another rank was signalled (DDP): stop with it
@@ -100,6 +103,8 @@ class Loop:
                 {"iteration": done, "max_epochs": self.cfg.run.epochs, "epoch_length": self.epoch_length}
             )
         self.trainer.add_event_handler(Events.EPOCH_STARTED, self.start_epoch)
+        self.trainer.add_event_handler(Events.GET_BATCH_STARTED, self.fetch_batch)
+        self.trainer.add_event_handler(Events.GET_BATCH_COMPLETED, self.batch_fetched)
         self.trainer.add_event_handler(Events.ITERATION_COMPLETED, self.after_update)
         self.trainer.add_event_handler(Events.EPOCH_COMPLETED, self.end_epoch)
         self.cleanups = [
@@ -124,7 +129,15 @@ class Loop:
     def start_epoch(self, engine: Engine) -> None:
         self.state.techniques.start_epoch(engine.state.epoch - 1)  # Ignite counts epochs from 1
         self.epoch_started_at = self.watch.total
+        self.epoch_wait = 0.0
         self.watch.start()
+
+    def fetch_batch(self, engine: Engine) -> None:
+        self.fetch_started = time.perf_counter()
+
+    def batch_fetched(self, engine: Engine) -> None:
+        """The time the loop waited for this batch: the loader's, not hidden behind the step."""
+        self.epoch_wait += time.perf_counter() - self.fetch_started
 
     def after_update(self, engine: Engine) -> None:
         """After every optimizer update: NaN check every 10 updates; agree on stopping;
@@ -168,10 +181,13 @@ class Loop:
                 [
                     torch.as_tensor(self.epoch_loss["sum"], dtype=torch.float64).to(self.run.device),
                     torch.tensor(float(self.epoch_loss["n"]), dtype=torch.float64, device=self.run.device),
+                    torch.tensor(self.epoch_wait, dtype=torch.float64, device=self.run.device),
                 ]
             )
         )
         train_loss = float(totals[0]) / max(float(totals[1]), 1.0)
+        data_wait = float(totals[2]) / self.dist.world  # the ranks' mean
+        self.counters.data_wait_s += data_wait
         self.state.guard.check(self.newest_checkpoint)
         self.state.settle()
         budget = self.cfg.run.max_time
@@ -192,6 +208,7 @@ class Loop:
             {
                 "epoch_time_s": epoch_time,
                 "images_per_s": float(totals[1]) / epoch_time,
+                "data_wait_s": data_wait,
                 "lr": self.state.optimizer.param_groups[0]["lr"],
                 "train_time_s": self.counters.train_time_s,
                 "optimizer_updates": self.counters.num_updates,
@@ -321,6 +338,8 @@ class Loop:
             return
         payload = capture(self.state, self.cfg.to_dict(), (epoch, batch))
         payload["counters"]["train_time_s"] += extra_time  # the epoch so far, mid-epoch
+        if batch:
+            payload["counters"]["data_wait_s"] += self.epoch_wait
         path = save_checkpoint(self.folder / "checkpoints", payload, self.cfg.run.keep_checkpoints)
         self.newest_checkpoint = path.name
         self.run.completed.load_state_dict(payload["counters"])  # what a stopped run's summary reports

@@ -25,6 +25,7 @@ class Counters:
     oom_halvings: int = 0  # times an out-of-memory error halved the micro-batch
     samples: int = 0  # training samples consumed
     train_time_s: float = 0.0  # training time so far, evaluation excluded
+    data_wait_s: float = 0.0  # of that, seconds the loop waited for the next batch (mean over ranks)
     wall_time_s: float = 0.0  # wall time of earlier processes of this run (resume)
     time_to_target_s: float | None = None  # train time when test accuracy first hit target
     updates_to_target: int | None = None  # ... the optimizer updates done then

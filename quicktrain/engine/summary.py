@@ -84,6 +84,8 @@ def build_summary(
         },
         "early_stop": cfg.run.early_stop,
         "train_time_s": counters.train_time_s,
+        "data_wait_s": counters.data_wait_s,
+        "data_wait_fraction": counters.data_wait_s / counters.train_time_s if counters.train_time_s else None,
         "wall_time_s": wall_time_s,
         # every process trains an equal share of each global batch
         "images_per_s": counters.samples * run.techniques.distributed.world / counters.train_time_s
@@ -122,6 +124,29 @@ def build_summary(
         "lr": cfg.optim.lr,
         "finished_at": datetime.now().isoformat(timespec="seconds"),
     }
+
+
+INPUT_BOUND = 0.3  # of the training time spent waiting for batches: the run was input-bound
+
+
+def input_bound_advice(summary: dict[str, Any], workers: int) -> str | None:
+    """One line for the end of a run that waited for data more than :data:`INPUT_BOUND` of its
+    training time: how much, and what to try; None when the input kept up."""
+    fraction = summary.get("data_wait_fraction")
+    if fraction is None or fraction <= INPUT_BOUND:
+        return None
+    tries = [f"more loader processes (--workers, now {workers})"]
+    if summary.get("data_mode") == "stream":
+        tries.append("the decoded store instead of streaming (--data-mode memory)")
+    store = (summary.get("input") or {}).get("store_format")
+    if store == "jpeg":
+        tries.append("a raw store if the disk has room (--store-format raw)")
+    elif store == "raw":
+        tries.append("a jpeg store if the disk reads slower than it decodes (--store-format jpeg)")
+    return (
+        f"input-bound: training waited for the next batch {fraction:.0%} of its time "
+        f"({summary['data_wait_s']:.1f} of {summary['train_time_s']:.1f}s); try " + ", ".join(tries)
+    )
 
 
 def _input(run: Run) -> dict[str, Any]:
