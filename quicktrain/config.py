@@ -72,6 +72,12 @@ class DataConfig:
         "photos: the shorter side of the decoded images kept in the photo store (default: the larger of "
         "size / crop_pct and 1.15 x size)",
     )
+    store_format: Literal["auto", "raw", "jpeg"] = opt(
+        "auto",
+        "photos: how the store keeps images: raw (uint8 pixels, nothing to decode per epoch, often 2-5x the source "
+        "JPEGs), jpeg (re-encoded at quality 90 and decoded in the loader workers, no bigger than the source), auto "
+        "(raw when it takes at most 2x the source files and half the free disk, else jpeg; the banner says why)",
+    )
     crop_pad: int = opt(4, "padding of the random crop: images shift by up to this many pixels")
     crop_fill: Literal["zero", "reflect"] = opt(
         "zero",

@@ -57,7 +57,7 @@ class LoadedRun:
         if spec.crop == "resized":
             from quicktrain.data.photo_store import eval_crop
 
-            return eval_crop(path, spec.store_side, spec.size, spec.crop_pct)
+            return eval_crop(path, spec.store_side, spec.size, spec.crop_pct, spec.store_format or "raw")
         from quicktrain.data.decode import decode_image
 
         return decode_image(path, spec.size)
@@ -141,7 +141,11 @@ def evaluate_run(
     run = Config.from_overrides(asked, base=loaded.config).run  # checked as any config is
     tta, tta_fraction = run.tta, run.tta_fraction
     spec = loaded.input  # the run's own crop and size, not what this folder would resolve to
-    photo = {"crop_pct": spec.crop_pct, "store_size": spec.store_side} if spec.crop == "resized" else {}
+    photo = (
+        {"crop_pct": spec.crop_pct, "store_size": spec.store_side, "store_format": spec.store_format or "raw"}
+        if spec.crop == "resized"
+        else {}
+    )  # a store as the run's: its format too (runs before store formats kept raw pixels)
     data = DataConfig(
         dataset=dataset, data_dir=loaded.config.data.data_dir, resolution=spec.size, crop=spec.crop,
         max_test_samples=max_samples, max_train_samples=1, cache_dir=loaded.config.data.cache_dir, **photo,

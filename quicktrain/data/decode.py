@@ -7,6 +7,9 @@ images, so every path (decode cache, stream, photo store, predict) answers an od
   ``._name.jpg`` AppleDouble files, ``.DS_Store``, ``.ipynb_checkpoints``, ``.git``).
 * **Decoding**: any mode Pillow reads becomes 8-bit RGB; 16-bit greyscale (PNG, TIFF) is scaled
   to 8 bits (Pillow's ``convert`` clips it at 255, which turns most of a 16-bit image white).
+* **Sources**: an image is a file (a ``Path``), its bytes, or a :class:`ByteRef` (an image inside a
+  shard or an Arrow table, read when needed: a build or loader worker reads its own), so folders,
+  WebDataset shards and Hugging Face datasets share one decoder, store and stream.
 * **Faults**: a file Pillow cannot read, or one that declares more pixels than the limit
   (Pillow's decompression-bomb guard, 178,956,970 by default; ``data.max_image_pixels`` raises
   it for real gigapixel scans), is a :class:`DataError` naming the file.
@@ -24,6 +27,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
@@ -52,6 +56,38 @@ def set_pixel_limit(limit: int) -> None:
 warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 
+@runtime_checkable
+class ByteRef(Protocol):
+    """An image kept inside something else (a tar shard, an Arrow table): picklable, read on demand."""
+
+    name: str  # how errors name it: 'train-000.tar:000042.jpg'
+
+    def read(self) -> bytes: ...
+
+    def identity(self) -> str: ...  # changes when the image may have: for cache keys
+
+    def nbytes(self) -> int: ...
+
+
+Source = Path | bytes | ByteRef
+
+
+def source_name(source: Source) -> str:
+    return "<bytes>" if isinstance(source, bytes) else str(source) if isinstance(source, Path) else source.name
+
+
+def source_identity(source: Source) -> str:
+    """What a cache key holds for one image: a file's path, size and time; a reference's own."""
+    if isinstance(source, Path):
+        st = source.stat()
+        return f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return source.identity()
+
+
+def source_nbytes(source: Source) -> int:
+    return source.stat().st_size if isinstance(source, Path) else source.nbytes()
+
+
 def is_image_file(name: str) -> bool:
     """An image by its extension (any case), not hidden (``._x.jpg``, ``.DS_Store``)."""
     return not name.startswith(".") and name.lower().endswith(IMAGE_SUFFIXES)
@@ -70,11 +106,13 @@ def list_images(folder: Path) -> tuple[list[Path], int]:
 
 
 @contextlib.contextmanager
-def opened(source: Path | bytes) -> Iterator[Image.Image]:
+def opened(source: Source) -> Iterator[Image.Image]:
     """``Image.open`` whose every failure (unreadable, truncated, over the pixel limit) is a one-line
     :class:`DataError` naming the file; errors raised inside the block are translated alike."""
-    name = "<bytes>" if isinstance(source, bytes) else str(source)
+    name = source_name(source)
     Image.MAX_IMAGE_PIXELS = pixel_limit() // 2
+    if not isinstance(source, (Path, bytes)):
+        source = source.read()
     try:
         with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
             yield img
@@ -95,7 +133,7 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
-def decode_image(source: Path | bytes, resolution: int) -> np.ndarray:
+def decode_image(source: Source, resolution: int) -> np.ndarray:
     """One image file (or its bytes) as (resolution, resolution, 3) uint8 RGB."""
     with opened(source) as img:
         img = to_rgb(img)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,15 @@ from tqdm import tqdm
 
 from quicktrain.data.arrays import Arrays, Split, balanced_subset
 from quicktrain.data.cache import atomic_save_npz, cache_root, load_cached
-from quicktrain.data.decode import IMAGE_SUFFIXES, decode_image, list_images, opened
+from quicktrain.data.decode import (
+    IMAGE_SUFFIXES,
+    Source,
+    decode_image,
+    list_images,
+    opened,
+    source_identity,
+    source_nbytes,
+)
 from quicktrain.data.photo_store import PhotoFiles, open_store
 from quicktrain.data.stream import FileImages, decoded_bytes, memory_budget_bytes
 from quicktrain.errors import DataError
@@ -41,9 +50,9 @@ class Listing:
     the files lie in subfolders of their class folder (``train/cat/2023/x.jpg``)."""
 
     classes: list[str]
-    paths: list[Path]
+    paths: list[Source]  # files; images in shards or tables are references (quicktrain.data.decode)
     labels: np.ndarray
-    nested: int
+    nested: int = 0
 
 
 HELD_OUT = ("test", "validation", "val")  # searched in this order; validation is timm's name
@@ -125,9 +134,33 @@ def load_imagefolder(
                 f"class folders differ between '{root / 'train'}' and '{root / held_out}': {', '.join(only)}"
             )
     train = list_split(root, "train", photo.classes)
+    test = list_split(root, held_out, photo.classes) if load_test else None
+    nested = f"{train.nested} of {len(train.paths)} training images from subfolders of their class folders"
+    notes = ((f"held-out split: {held_out}/",) if load_test else ()) + ((nested,) if train.nested else ())
+    return arrays_from_listings(
+        f"imagefolder:{root}", str(root), train, test, resolution, max_train, max_test, cache_dir, progress, mode,
+        photo, notes,
+    )  # fmt: skip
+
+
+def arrays_from_listings(
+    name: str,
+    root: str,
+    train: Listing,
+    test: Listing | None,
+    resolution: int | None,
+    max_train: int | None,
+    max_test: int | None,
+    cache_dir: str | None,
+    progress: bool,
+    mode: str,
+    photo: PhotoOptions,
+    notes: tuple[str, ...] = (),
+) -> Arrays:
+    """Listed images (files, or images inside shards and tables) as a dataset: thumbnails decoded
+    into memory or streamed, photos through the store or streamed (the module doc)."""
     parts = [(train.paths, train.labels, max_train)]
-    if load_test:
-        test = list_split(root, held_out, photo.classes)
+    if test is not None:
         parts.append((test.paths, test.labels, max_test))
     chosen = [(balanced_subset(labels, limit), paths, labels) for paths, labels, limit in parts]
     train_files = [train.paths[i] for i in chosen[0][0]]
@@ -140,14 +173,18 @@ def load_imagefolder(
         resolution = resolution or photo.size_hint or default_photo_size(probed)
         side = photo.store_side(resolution)
         stream = mode == "stream"
-    splits, sizes = [], size_summary(probed, len(train_files))
+    splits, sizes, notes = [], size_summary(probed, len(train_files)), list(notes)
+    if crop == "resized" and not stream:
+        fmt, why = choose_store_format(photo.store_format, probed, side, train_files, cache_dir)
+        notes.append(f"photo store: {fmt}, {why}")
     for keep, paths, labels in chosen:
         files = [paths[i] for i in keep]
         if crop == "resized" and stream:
             images = PhotoFiles(files, side, resolution, photo.crop_pct)
         elif crop == "resized":
             need = _store_bytes(probed, side, len(files))
-            images = open_store(files, side, resolution, photo.crop_pct, cache_dir, photo.workers, progress, need)
+            need = need if fmt == "raw" else need // 6  # a JPEG at quality 90: about a sixth of its pixels
+            images = open_store(files, side, resolution, photo.crop_pct, cache_dir, photo.workers, progress, need, fmt)
             if not splits:  # the training store knows every source size, not just the probed ones
                 sizes = size_summary(images.source_sizes(), len(files))
         elif stream:
@@ -155,16 +192,15 @@ def load_imagefolder(
         else:
             images = _decode_cached(files, resolution, cache_dir, progress)
         splits.append(Split(images, labels[keep]))
-    nested = f"{train.nested} of {len(train.paths)} training images from subfolders of their class folders"
     return Arrays(
-        f"imagefolder:{root}",
+        name,
         tuple(train.classes),
         splits[0],
-        splits[1] if load_test else None,
-        str(root),
+        splits[1] if test is not None else None,
+        root,
         crop=crop,
         source_sizes=sizes,
-        notes=((f"held-out split: {held_out}/",) if load_test else ()) + ((nested,) if train.nested else ()),
+        notes=tuple(notes),
     )
 
 
@@ -179,6 +215,7 @@ class PhotoOptions:
     workers: int | None = None  # processes that build the store; None: every CPU
     classes: tuple[str, ...] | None = None  # data.classes: the class folders to use; None: all
     eval_split: str = "auto"  # data.eval_split: the held-out folder's name
+    store_format: str = "auto"  # data.store_format: raw, jpeg, or auto (choose_store_format)
 
     def store_side(self, size: int) -> int:
         """The stored shorter side: given, or enough for the evaluation crop (size / crop_pct) and
@@ -225,6 +262,33 @@ def describe_sizes(sizes: dict) -> str:
     return f"source {lo} .. {hi} px (median {mid}{measured})"
 
 
+RAW_LIMIT = 2.0  # auto keeps raw pixels up to this many times the source files' bytes
+
+
+def choose_store_format(
+    asked: str, probed: np.ndarray, side: int, files: list[Path], cache_dir: str | None
+) -> tuple[str, str]:
+    """(format, why) of the training split's photo store: ``asked``, or for ``auto`` raw when its
+    pixels take at most :data:`RAW_LIMIT` x the source files and half the free disk, else jpeg."""
+    if asked != "auto":
+        return asked, "as asked (--store-format)"
+    step = max(1, len(files) // PROBE_LIMIT)
+    sample = files[::step][:PROBE_LIMIT]
+    source = sum(source_nbytes(p) for p in sample) / max(len(sample), 1) * len(files)
+    raw = _store_bytes(probed, side, len(files))
+    ratio = raw / max(source, 1.0)
+    free = shutil.disk_usage(cache_root(cache_dir)).free
+    sizes = f"raw pixels {_bytes(raw)}, {ratio:.1f}x the source files' {_bytes(source)}"
+    if ratio <= RAW_LIMIT and raw <= free / 2:
+        return "raw", f"{sizes} (auto: raw up to {RAW_LIMIT:g}x and half the free disk)"
+    too_big = f"over {RAW_LIMIT:g}x" if ratio > RAW_LIMIT else "over half the free disk"
+    return "jpeg", f"{sizes}: {too_big} (auto)"
+
+
+def _bytes(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
 def _store_bytes(probed: np.ndarray, side: int, count: int) -> int:
     """About how many bytes ``count`` images like the probed ones take in a store of ``side``."""
     scale = np.minimum(1.0, side / probed.min(axis=1).astype(np.float64))
@@ -238,17 +302,16 @@ def _choose_stream(mode: str, count: int, resolution: int) -> bool:
     return decoded_bytes(count, resolution) > memory_budget_bytes(processes)
 
 
-def _decode_cached(paths: list[Path], resolution: int, cache_dir: str | None, progress: bool) -> np.ndarray:
+def _decode_cached(paths: list[Source], resolution: int, cache_dir: str | None, progress: bool) -> np.ndarray:
     key = hashlib.sha256(f"v1|{resolution}".encode())
     for p in paths:
-        st = p.stat()
-        key.update(f"|{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+        key.update(f"|{source_identity(p)}".encode())
     cache_file = cache_root(cache_dir) / f"imagefolder-{key.hexdigest()[:24]}.npz"
     cached = load_cached(cache_file, "images")
     if cached is not None:
         return cached["images"]
     images = np.empty((len(paths), resolution, resolution, 3), dtype=np.uint8)
-    bar = tqdm(paths, desc=f"decoding {paths[0].parent.parent.name}", unit="img", disable=not progress, leave=False)
+    bar = tqdm(paths, desc=f"decoding {len(paths)} images", unit="img", disable=not progress, leave=False)
     for i, p in enumerate(bar):
         images[i] = decode_image(p, resolution)
     atomic_save_npz(cache_file, images=images)

@@ -34,6 +34,7 @@ class InputSpec:
     normalization_source: str | None = None  # training split, ImageNet (pretrained weights), given
     crop_pct: float | None = None  # resized: evaluation resizes the shorter side to size / crop_pct
     store_side: int | None = None  # resized: the shorter side kept in the photo store
+    store_format: str | None = None  # resized, from a store: raw pixels or jpeg (data.store_format)
     crop_scale: tuple[float, float] | None = None  # resized: RandomResizedCrop's training ranges
     crop_ratio: tuple[float, float] | None = None
     interpolation: str = "bilinear"  # antialiased when reducing

@@ -1,10 +1,16 @@
 """Photos kept for training at 128-224 px: decoded once, downscaled, memory-mapped.
 
 A folder of photos is decoded once into a store (FFCV's idea): every image with its shorter side
-reduced to ``side`` (the aspect ratio kept; smaller images kept as they are) as raw uint8 RGB in
-one file, plus an index of offsets, stored sizes and source sizes. The file is opened with
-``np.memmap``, so the torchrun processes of one machine share one copy through the page cache
-instead of each holding its own, and an epoch reads pixels instead of decoding JPEGs.
+reduced to ``side`` (the aspect ratio kept; smaller images kept as they are) in one file, plus an
+index of offsets, stored sizes and source sizes. The file is opened with ``np.memmap``, so the
+torchrun processes of one machine share one copy through the page cache instead of each holding
+its own. Two formats (``data.store_format``):
+
+* ``raw``: uint8 RGB pixels; an epoch reads pixels and decodes nothing, but at 224 px (side 256)
+  an image takes ~200 KB, often 2-5x its source JPEG;
+* ``jpeg``: each stored image re-encoded at quality 90 (as FFCV keeps them), decoded in the loader
+  workers with the fastest decoder installed (:mod:`quicktrain.data.jpeg`): no bigger than the
+  source folder, at the cost of a decode of a small JPEG per image and epoch.
 
 Decoding uses libjpeg's reduced-size path (Pillow's ``draft``: a 512 px JPEG stored at 256 px is
 decoded at 1/2 scale, never at full size) and runs in ``workers`` processes. The store is keyed
@@ -33,17 +39,20 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
+from quicktrain.data import jpeg
 from quicktrain.data.cache import cache_root
-from quicktrain.data.decode import opened, to_rgb
+from quicktrain.data.decode import Source, opened, source_identity, to_rgb
 from quicktrain.data.photo_crops import ATTEMPTS, centre_crop_boxes, crop_resize, resized_crop_boxes, uniforms
 from quicktrain.errors import DataError
 
 log = logging.getLogger("quicktrain")
 VERSION = "photos-v1"
 _CHUNK = 64  # files per task of a parallel build
+FORMATS = ("raw", "jpeg")
+DATA_FILE = {"raw": "pixels.u8", "jpeg": "jpegs.bin"}  # the store's one data file, per format
 
 
-def decode_photo(path: Path, side: int) -> tuple[np.ndarray, tuple[int, int]]:
+def decode_photo(path: Source, side: int) -> tuple[np.ndarray, tuple[int, int]]:
     """One image file as (H, W, 3) uint8 with its shorter side at most ``side`` (aspect kept), and
     its source (height, width). JPEGs are decoded at the smallest DCT scale still >= that size."""
     with opened(path) as img:
@@ -58,9 +67,12 @@ def decode_photo(path: Path, side: int) -> tuple[np.ndarray, tuple[int, int]]:
         return np.asarray(img, dtype=np.uint8), (height, width)
 
 
-def eval_crop(path: Path, side: int, size: int, crop_pct: float) -> np.ndarray:
-    """One file as a photo run evaluates it, (size, size, 3): decoded as the store does, centre crop."""
+def eval_crop(path: Source, side: int, size: int, crop_pct: float, fmt: str = "raw") -> np.ndarray:
+    """One file as a photo run evaluates it, (size, size, 3): decoded as the store does (for a jpeg
+    store, re-encoded and decoded again, so predict sees what evaluation saw), centre crop."""
     image = decode_photo(path, side)[0]
+    if fmt == "jpeg":
+        image = jpeg.decoder()(jpeg.encode(image))
     box = centre_crop_boxes(_sizes([image]), size, crop_pct)[0]
     return crop_resize(image, box, size).transpose(1, 2, 0)
 
@@ -69,9 +81,15 @@ def _sizes(images: list[np.ndarray]) -> np.ndarray:
     return np.array([image.shape[:2] for image in images], dtype=np.int64).reshape(-1, 2)
 
 
-def _decode_chunk(job: tuple[list[str], int]) -> list[tuple[np.ndarray, tuple[int, int]]]:
-    paths, side = job
-    return [decode_photo(Path(p), side) for p in paths]
+def _store_chunk(job: tuple[list[Source], int, str]) -> list[tuple[bytes, tuple[int, int], tuple[int, int]]]:
+    """Decode (and for ``jpeg`` re-encode) one chunk of images: (stored bytes, stored and source size)."""
+    sources, side, fmt = job
+    out = []
+    for p in sources:
+        pixels, source = decode_photo(p, side)
+        data = jpeg.encode(pixels) if fmt == "jpeg" else pixels.tobytes()
+        out.append((data, pixels.shape[:2], source))
+    return out
 
 
 class PhotoImages:
@@ -140,19 +158,29 @@ class PhotoStore(PhotoImages):
             self.offsets, self.stored, self.source = index["offsets"], index["stored"], index["source"]
         super().__init__(size, crop_pct, np.arange(len(self.stored)))
         self.folder, self.side = folder, side
+        self.format = store_format(folder)
         self._pixels: np.memmap | None = None
+        self._decode = None  # jpeg: the decoder, chosen in the process that reads
 
     def image(self, row: int) -> np.ndarray:
         if self._pixels is None:
-            self._pixels = np.memmap(self.folder / "pixels.u8", dtype=np.uint8, mode="r")
-        h, w = self.stored[row]
-        return self._pixels[self.offsets[row] : self.offsets[row + 1]].reshape(h, w, 3)
+            self._pixels = np.memmap(self.folder / DATA_FILE[self.format], dtype=np.uint8, mode="r")
+        data = self._pixels[self.offsets[row] : self.offsets[row + 1]]
+        if self.format == "raw":
+            h, w = self.stored[row]
+            return data.reshape(h, w, 3)
+        if self._decode is None:
+            self._decode = jpeg.decoder()
+        return self._decode(data)
+
+    def nbytes(self) -> int:
+        return int(self.offsets[-1])
 
     def source_sizes(self) -> np.ndarray:
         return self.source[self.rows]
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_pixels": None}  # a worker process maps the file itself
+        return {**self.__dict__, "_pixels": None, "_decode": None}  # a worker maps the file itself
 
     def fingerprint(self) -> str:
         return hashlib.sha256(
@@ -165,7 +193,7 @@ class PhotoFiles(PhotoImages):
 
     streamed = True
 
-    def __init__(self, paths: list[Path], side: int, size: int, crop_pct: float) -> None:
+    def __init__(self, paths: list[Source], side: int, size: int, crop_pct: float) -> None:
         super().__init__(size, crop_pct, np.arange(len(paths)))
         self.paths, self.side = list(paths), side
 
@@ -175,21 +203,23 @@ class PhotoFiles(PhotoImages):
     def fingerprint(self) -> str:
         digest = hashlib.sha256(f"{self.side}|{self.size}|{self.crop_pct}".encode())
         for row in self.rows:
-            st = self.paths[row].stat()
-            digest.update(f"|{self.paths[row]}|{st.st_size}|{st.st_mtime_ns}".encode())
+            digest.update(f"|{source_identity(self.paths[row])}".encode())
         return digest.hexdigest()
 
 
-def store_key(paths: list[Path], side: int) -> str:
-    key = hashlib.sha256(f"{VERSION}|{side}".encode())
+def store_format(folder: Path) -> str:
+    return next((fmt for fmt in FORMATS if (folder / DATA_FILE[fmt]).is_file()), "raw")
+
+
+def store_key(paths: list[Source], side: int, fmt: str = "raw") -> str:
+    key = hashlib.sha256(f"{VERSION}|{side}".encode() + (b"" if fmt == "raw" else f"|{fmt}|q{jpeg.QUALITY}".encode()))
     for p in paths:
-        st = p.stat()
-        key.update(f"|{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+        key.update(f"|{source_identity(p)}".encode())
     return key.hexdigest()[:24]
 
 
 def open_store(
-    paths: list[Path],
+    paths: list[Source],
     side: int,
     size: int,
     crop_pct: float,
@@ -197,11 +227,12 @@ def open_store(
     workers: int | None = None,
     progress: bool = True,
     expected_bytes: int = 0,
+    fmt: str = "raw",
 ) -> PhotoStore:
-    """The store of ``paths`` at ``side``, built first if there is none (or a damaged one);
-    ``expected_bytes`` (an estimate of its size) is checked against the free disk space first."""
+    """The store of ``paths`` at ``side`` in format ``fmt``, built first if there is none (or a
+    damaged one); ``expected_bytes`` (an estimate of its size) is checked against the free disk first."""
     root = cache_root(cache_dir)
-    folder = root / f"photos-{store_key(paths, side)}"
+    folder = root / f"photos-{store_key(paths, side, fmt)}"
     with _locked(root / f".{folder.name}.lock"):
         if not _valid(folder):
             free = shutil.disk_usage(root).free
@@ -209,9 +240,9 @@ def open_store(
                 raise DataError(
                     f"the photo store needs about {expected_bytes / 2**30:.1f} GiB, {root} has {free / 2**30:.1f} "
                     "GiB free; set --cache-dir (or $QUICKTRAIN_CACHE) elsewhere, a smaller --store-size, or "
-                    "--data-mode stream"
+                    "--store-format jpeg, or --data-mode stream"
                 )
-            _build(paths, side, folder, workers, progress)
+            _build(paths, side, folder, workers, progress, fmt)
     return PhotoStore(folder, side, size, crop_pct)
 
 
@@ -231,9 +262,10 @@ def _valid(folder: Path) -> bool:
     try:
         with np.load(folder / "index.npz") as index:
             offsets, stored = index["offsets"], index["stored"]
-        if (folder / "pixels.u8").stat().st_size == int(offsets[-1]) and len(offsets) == len(stored) + 1:
+        data = folder / DATA_FILE[store_format(folder)]
+        if data.stat().st_size == int(offsets[-1]) and len(offsets) == len(stored) + 1:
             return True
-        problem = "its pixel file has the wrong size"
+        problem = "its data file has the wrong size"
     except (OSError, ValueError, KeyError, EOFError) as err:
         problem = f"{type(err).__name__}: {err}"
     log.warning(f"photo store '{folder}' is damaged ({problem}); rebuilding it")
@@ -241,21 +273,21 @@ def _valid(folder: Path) -> bool:
     return False
 
 
-def _build(paths: list[Path], side: int, folder: Path, workers: int | None, progress: bool) -> None:
+def _build(paths: list[Source], side: int, folder: Path, workers: int | None, progress: bool, fmt: str) -> None:
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     offsets, stored, source = [0], [], []
-    chunks = [([str(p) for p in paths[i : i + _CHUNK]], side) for i in range(0, len(paths), _CHUNK)]
+    chunks = [(paths[i : i + _CHUNK], side, fmt) for i in range(0, len(paths), _CHUNK)]
     workers = workers or os.cpu_count() or 1
-    bar = tqdm(total=len(paths), desc=f"photo store ({side} px)", unit="img", disable=not progress, leave=False)
+    bar = tqdm(total=len(paths), desc=f"photo store ({fmt}, {side} px)", unit="img", disable=not progress, leave=False)
     try:
-        with open(tmp / "pixels.u8", "wb") as out, _pool(workers, len(chunks)) as pool:
-            for decoded in pool(_decode_chunk, chunks):
-                for pixels, src in decoded:
-                    out.write(pixels.tobytes())
-                    offsets.append(offsets[-1] + pixels.size)
-                    stored.append(pixels.shape[:2])
+        with open(tmp / DATA_FILE[fmt], "wb") as out, _pool(workers, len(chunks)) as pool:
+            for decoded in pool(_store_chunk, chunks):
+                for data, hw, src in decoded:
+                    out.write(data)
+                    offsets.append(offsets[-1] + len(data))
+                    stored.append(hw)
                     source.append(src)
                 bar.update(len(decoded))
         with open(tmp / "index.npz", "wb") as f:

@@ -64,6 +64,10 @@ _BUILTIN = (
                  "quicktrain.data.builtin:cifar"),
     DatasetEntry("imagefolder", "PATH/train/<class>/* and PATH/test|validation|val/<class>/*: thumbnails or photos",
                  "quicktrain.data.builtin:imagefolder", "PATH", files=True, subsets=True),
+    DatasetEntry("wds", "WebDataset shards DIR/train-*.tar and DIR/test|validation-*.tar: KEY.jpg|png|webp + KEY.cls",
+                 "quicktrain.data.builtin:wds", "DIR", files=True, subsets=True),
+    DatasetEntry("hf", "a Hugging Face DatasetDict saved with save_to_disk in DIR: an image column, a ClassLabel label "
+                 "(pip install 'quicktrain[hf]')", "quicktrain.data.builtin:hf", "DIR", files=True, subsets=True),
 )  # fmt: skip
 
 _REGISTRY: dict[str, DatasetEntry] = {e.name: e for e in _BUILTIN}

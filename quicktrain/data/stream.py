@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quicktrain.data.decode import decode_image
+from quicktrain.data.decode import Source, decode_image, source_identity
 
 
 class FileImages:
@@ -28,7 +28,7 @@ class FileImages:
     dtype = np.dtype(np.uint8)
     ndim = 4
 
-    def __init__(self, paths: list[Path], resolution: int) -> None:
+    def __init__(self, paths: list[Source], resolution: int) -> None:
         self.paths = list(paths)
         self.resolution = resolution
 
@@ -53,8 +53,7 @@ class FileImages:
         """The files (names, sizes, times) and the resolution: a key for cached statistics."""
         digest = hashlib.sha256(f"{self.resolution}".encode())
         for path in self.paths:
-            st = path.stat()
-            digest.update(f"|{path}|{st.st_size}|{st.st_mtime_ns}".encode())
+            digest.update(f"|{source_identity(path)}".encode())
         return digest.hexdigest()
 
 

@@ -95,6 +95,7 @@ def resolve_input(cfg: Config, arrays: Arrays, normalization: Normalization, lay
         normalization_source=normalization.source,
         crop_pct=data.crop_pct if photos else None,
         store_side=getattr(arrays.train.images, "side", None) if photos else None,
+        store_format=getattr(arrays.train.images, "format", None) if photos else None,
         crop_scale=tuple(data.crop_scale) if photos else None,
         crop_ratio=tuple(data.crop_ratio) if photos else None,
         layout="NHWC" if layout == torch.channels_last else "NCHW",
