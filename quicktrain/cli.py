@@ -409,7 +409,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from quicktrain.experiments.autotune import TABLE_COLUMNS, autotune, candidates
 
         tuned = autotune(cfg, candidates(_device_of(cfg), with_compile=False))
-        print(format_table(tuned.table(), TABLE_COLUMNS) + "\n")
+        print(format_table(tuned.table(), TABLE_COLUMNS) + f"\n{tuned.verdict()}\n")
         cfg = tuned.config
     if args.print_config:
         print(cfg.to_yaml(), end="")
@@ -543,7 +543,8 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
         }
         atomic_write_text(args.json, json.dumps(table, indent=2) + "\n")
     print(format_table(result.table(), TABLE_COLUMNS))
-    print(f"\nchosen: {result.best.name}; config: {out} (quicktrain train --config {out})")
+    print(f"\n{result.verdict()}")
+    print(f"chosen: {result.best.name}; config: {out} (quicktrain train --config {out})")
     return 0
 
 

@@ -118,3 +118,48 @@ def test_techniques_not_tuned_keep_the_base_configs_value() -> None:
     cands = candidates(torch.device("cpu"), with_compile=False, switches=("loader",), base=base)
     assert [c.name for c in cands] == ["amp=bf16+channels_last", "amp=bf16+channels_last+loader=device"]
     assert all(c.overrides()["techniques.amp"] == "bf16" for c in cands)
+
+
+def _noisy(speeds: dict, swap_on: set[int]):
+    """A fake clock: each call returns its candidate's speed, except on the calls in ``swap_on``,
+    where load from other work makes the slow arm read fast and the fast one slow (the two swap)."""
+    calls = {"n": 0}
+
+    def timer(candidate: Candidate):
+        def run() -> float:
+            calls["n"] += 1
+            if calls["n"] in swap_on:
+                return speeds[PLAIN] if candidate == BF16 else speeds[BF16]
+            return speeds[candidate]
+
+        return run
+
+    return timer
+
+
+def test_noise_that_swaps_two_arms_is_reported_not_crowned() -> None:
+    speeds = {PLAIN: 100.0, BF16: 170.0}
+    quiet = autotune(Config(), list(speeds), repeats=3, timer=_noisy(speeds, set()))
+    assert quiet.best == BF16 and quiet.tied == [BF16] and "bf16 is the fastest" in quiet.verdict()
+    # calls: ref build..., then trial pairs (bf16, plain), (plain, bf16), (bf16, plain): swap the second pair
+    loaded = autotune(Config(), list(speeds), repeats=3, timer=_noisy(speeds, {3, 4}))
+    assert set(loaded.tied) == {PLAIN, BF16} and loaded.best == PLAIN
+    assert loaded.verdict().startswith("not resolved: plain, amp=bf16 overlap")
+    row = next(r for r in loaded.table() if r["candidate"].startswith("amp=bf16"))
+    assert row["vs_plain_min"] < 1 < row["vs_plain_max"]  # the spread the verdict speaks of
+
+
+def test_load_that_slows_both_sides_of_a_pair_alike_is_paired_out() -> None:
+    clock = {"t": 0}
+    speeds = {PLAIN: 100.0, BF16: 170.0}
+
+    def timer(candidate: Candidate):
+        def run() -> float:
+            clock["t"] += 1
+            load = 0.3 if (clock["t"] - 1) // 2 == 1 else 1.0  # the second trial pair runs beside other work
+            return speeds[candidate] * load
+
+        return run
+
+    result = autotune(Config(), list(speeds), repeats=3, timer=timer)
+    assert result.best == BF16 and result.tied == [BF16]  # the reference's raw spread (30-100) does not matter

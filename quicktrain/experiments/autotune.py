@@ -7,9 +7,14 @@ off/on (on a CPU only with ``--with-compile``: each compile costs minutes), and 
 candidate builds the real model and training step, runs a few untimed warm-up updates on
 generated images of the run's size, then is timed over a few updates, several times,
 interleaved with the plain reference; only the reference and one candidate are built at once. Every
-number is measured, none assumed. A candidate that switches fewer things on and ties with the
-fastest (its best trial within ``tolerance`` of the fastest median: a difference inside the
-noise) wins: simpler settings are kept unless speed says otherwise.
+number is measured, none assumed.
+
+Each candidate is compared by its throughput over the reference's in the same trial pair, so load
+from other work on the machine, which slows both sides of a pair alike, cancels out. The fastest
+median is named the winner only when its spread is clear of every other candidate's (its slowest
+pair beats their fastest); candidates whose spreads overlap it (or whose fastest pair is within
+``tolerance`` of its median) are not resolved from it, and the simplest of them (fewest switches)
+is kept, and the result says which candidates overlapped instead of calling one the fastest.
 """
 
 from __future__ import annotations
@@ -95,13 +100,21 @@ def candidates(
     return [Candidate(**dict(zip(names, values))) for values in itertools.product(*options)]
 
 
-def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Candidate:
-    """The fastest by median images/s, unless a candidate with fewer switches ties with it: its
-    fastest trial reaches within ``tolerance`` of the winner's median (a tie within noise)."""
+def decide(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> tuple[Candidate, list[Candidate]]:
+    """(the candidate kept, the candidates not resolved from the fastest). The fastest median leads;
+    every candidate whose fastest trial reaches the leader's slowest (the spreads overlap) or comes
+    within ``tolerance`` of its median ties with it, and the simplest of the tied is kept."""
     medians = {c: statistics.median(v) for c, v in results.items()}
-    best = max(medians.values())
-    close = [c for c, v in results.items() if max(v) >= best * (1 - tolerance)]
-    return min(close, key=lambda c: (c.switches, -medians[c]))
+    leader = max(medians, key=medians.__getitem__)
+    floor = min(min(results[leader]), medians[leader] * (1 - tolerance))
+    tied = [c for c, v in results.items() if max(v) >= floor]
+    tied.sort(key=lambda c: (c.switches, -medians[c]))
+    return tied[0], tied
+
+
+def pick(results: dict[Candidate, list[float]], tolerance: float = 0.03) -> Candidate:
+    """The candidate :func:`decide` keeps."""
+    return decide(results, tolerance)[0]
 
 
 def measure_candidate(base: Config, candidate: Candidate, warmup: int, steps: int) -> Callable[[], float]:
@@ -145,14 +158,27 @@ def measure_candidate(base: Config, candidate: Candidate, warmup: int, steps: in
     return timed
 
 
-TABLE_COLUMNS = ("candidate", "images_per_s", "min", "max", "vs_plain")
+TABLE_COLUMNS = ("candidate", "images_per_s", "min", "max", "vs_plain", "vs_plain_min", "vs_plain_max")
 
 
 @dataclass
 class AutotuneResult:
     best: Candidate
-    results: dict[Candidate, list[float]]
+    results: dict[Candidate, list[float]]  # images/s per trial (the others': paired ratio x the reference's median)
     config: Config
+    tied: list[Candidate] | None = None  # the candidates not resolved from the fastest (best among them)
+    ratios: dict[Candidate, list[float]] | None = None  # per trial pair, over the reference
+
+    def verdict(self) -> str:
+        """One line: a clear winner, or which candidates' spreads overlapped."""
+        tied = self.tied or [self.best]
+        if len(tied) == 1:
+            return f"{self.best.name} is the fastest: its slowest trial beats every other candidate's fastest"
+        names = ", ".join(c.name for c in tied)
+        return (
+            f"not resolved: {names} overlap (their spreads in the table); keeping the simplest, {self.best.name}. "
+            "More --repeats or a quieter machine may separate them"
+        )
 
     def table(self) -> list[dict[str, Any]]:
         reference = next(iter(self.results))  # the first timed: plain, or the base config's own setting
@@ -160,13 +186,16 @@ class AutotuneResult:
         rows = []
         for c, values in sorted(self.results.items(), key=lambda kv: -statistics.median(kv[1])):
             m = statistics.median(values)
+            paired = (self.ratios or {}).get(c) or [v / base for v in values]
             rows.append(
                 {
                     "candidate": c.name + (" <- chosen" if c == self.best else ""),
                     "images_per_s": m,
                     "min": min(values),
                     "max": max(values),
-                    "vs_plain": m / base,
+                    "vs_plain": statistics.median(paired),
+                    "vs_plain_min": min(paired),
+                    "vs_plain_max": max(paired),
                 }
             )
         return rows
@@ -204,8 +233,9 @@ def autotune(
         raw = [run_reference() for _ in range(repeats)]
     middle = statistics.median(raw)
     results = {reference: raw, **{c: [r * middle for r in ratios[c]] for c in others}}
-    best = pick(results, tolerance)
-    return AutotuneResult(best, results, Config.from_overrides(best.overrides(), base))
+    paired = {reference: [1.0] * len(raw), **ratios}  # the reference's own spread is the machine's load
+    best, tied = decide(paired if others else results, tolerance)
+    return AutotuneResult(best, results, Config.from_overrides(best.overrides(), base), tied, paired)
 
 
 def _paired(runner: Callable[[], float], reference: Callable[[], float], repeats: int, raw: list[float]) -> list[float]:
