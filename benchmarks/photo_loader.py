@@ -93,7 +93,7 @@ class PatchNet(nn.Module):
         return self.head(torch.relu(self.patch(x)).mean(dim=(2, 3)))
 
 
-NETWORK, AMP = "patch", "off"  # set from --network and --amp: every arm alike
+NETWORK, AMP, STORE = "patch", "off", "raw"  # set from --network, --amp, --store-format: every arm alike
 
 
 def make_network(classes: int) -> nn.Module:
@@ -149,7 +149,9 @@ class Quicktrain(Arm):
         self, folder: Path, size: int, batch: int, workers: int, seed: int, device: torch.device, cache: str
     ) -> None:
         start = time.perf_counter()
-        data = DataConfig(dataset=f"imagefolder:{folder}", resolution=size, workers=workers, cache_dir=cache)
+        data = DataConfig(
+            dataset=f"imagefolder:{folder}", resolution=size, workers=workers, cache_dir=cache, store_format=STORE
+        )
         self.arrays = load_arrays(data, progress=False)
         self.prepare_s = time.perf_counter() - start  # the store's build the first time, then its opening
         super().__init__("quicktrain", self.arrays.num_classes, seed, device)
@@ -227,18 +229,22 @@ def main() -> None:
         "--cpu-allocator", choices=["system", "retain"], default="system",
         help="glibc's allocator for the whole process, both arms alike (quicktrain's --cpu-allocator; default system)",
     )  # fmt: skip
+    parser.add_argument(
+        "--store-format", choices=["raw", "jpeg", "auto"], default="raw",
+        help="quicktrain's photo store: raw pixels (the default here, as before store formats existed), jpeg, auto",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.cpu_allocator == "retain":
         from quicktrain.techniques.cpu.allocator import HostAllocator
 
         HostAllocator("retain", True).apply()
-    global NETWORK, AMP
-    NETWORK, AMP = args.network, args.amp
+    global NETWORK, AMP, STORE
+    NETWORK, AMP, STORE = args.network, args.amp, args.store_format
     device = torch.device(args.device)
     folder = args.folder or build_folder(args.cifar, args.build, args.train_per_class, args.test_per_class)
     print(f"photo_loader: {folder}, {args.workers} workers, batch {args.batch_size}, {device}, "
-          f"{args.network} network, amp {args.amp}, {args.cpu_allocator} allocator, "
+          f"{args.network} network, amp {args.amp}, {args.cpu_allocator} allocator, {STORE} store, "
           f"torch {torch.__version__}, {os.cpu_count()} CPUs")  # fmt: skip
     cache = tempfile.mkdtemp(prefix="photo-store-")  # a fresh store: its build time is measured
     report = {"folder": str(folder), "workers": args.workers, "batch_size": args.batch_size,
