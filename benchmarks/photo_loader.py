@@ -45,6 +45,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import spread
+from patchnet import PatchNet
 
 from quicktrain.config import DataConfig
 from quicktrain.data.augment import AugmentSpec
@@ -79,18 +80,6 @@ def _upscale_class(job: tuple[Path, Path, int, int]) -> None:
         w, h = (int(v) for v in rng.integers(256, 513, 2))
         with Image.open(src) as img:
             img.convert("RGB").resize((w, h), Image.BICUBIC).save(target / f"{src.stem}.jpg", quality=90)
-
-
-class PatchNet(nn.Module):
-    """One strided 16x16 patch convolution, ReLU, global average pooling, a linear head."""
-
-    def __init__(self, classes: int) -> None:
-        super().__init__()
-        self.patch = nn.Conv2d(3, 64, kernel_size=16, stride=16)
-        self.head = nn.Linear(64, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.relu(self.patch(x)).mean(dim=(2, 3)))
 
 
 NETWORK, AMP, STORE = "patch", "off", "raw"  # set from --network, --amp, --store-format: every arm alike

@@ -35,48 +35,32 @@ def cifar(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None)
     return load_cifar(cfg.dataset, cfg.data_dir, cfg.download, cfg.load_test)
 
 
-def _photo_options(cfg: DataConfig, size_hint: int | None, classes: tuple[str, ...] | None = None):
-    from quicktrain.data.imagefolder import PhotoOptions
-
-    return PhotoOptions(
-        cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None, classes, cfg.eval_split,
-        cfg.store_format,
-    )  # fmt: skip
-
-
 def imagefolder(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
     """Subsets are chosen before decoding, so a small run decodes only what it uses."""
-    from quicktrain.data.imagefolder import load_imagefolder
+    from quicktrain.data.imagefolder import Reading, load_imagefolder
 
-    options = _photo_options(cfg, size_hint, tuple(cfg.classes) if cfg.classes else None)
+    r = Reading.from_config(cfg, progress, size_hint, tuple(cfg.classes) if cfg.classes else None)
     return load_imagefolder(
-        argument, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress,
-        cfg.load_test, cfg.data_mode, options,
-    )  # fmt: skip
-
-
-def _no_class_choice(cfg: DataConfig, name: str) -> None:
-    if cfg.classes:
-        raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name}: takes every label")
+        argument, r.resolution, r.max_train, r.max_test, r.cache_dir, progress, r.load_test, r.mode, r.photo
+    )
 
 
 def wds(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
     """WebDataset shards, listed once, through the image folder's store and crops."""
-    from quicktrain.data.webdataset import load_wds
-
-    _no_class_choice(cfg, "wds")
-    return load_wds(
-        argument, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress,
-        cfg.load_test, cfg.data_mode, _photo_options(cfg, size_hint),
-    )  # fmt: skip
+    return _listed("quicktrain.data.webdataset:load_wds", "wds", cfg, argument, progress, size_hint)
 
 
 def hf(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
     """A Hugging Face DatasetDict saved with save_to_disk, through the image folder's store and crops."""
-    from quicktrain.data.hf import load_hf
+    return _listed("quicktrain.data.hf:load_hf", "hf", cfg, argument, progress, size_hint)
 
-    _no_class_choice(cfg, "hf")
-    return load_hf(
-        argument, cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress,
-        cfg.load_test, cfg.data_mode, _photo_options(cfg, size_hint),
-    )  # fmt: skip
+
+def _listed(loader: str, name: str, cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
+    import importlib
+
+    from quicktrain.data.imagefolder import Reading
+
+    if cfg.classes:
+        raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name}: takes every label")
+    module, _, function = loader.partition(":")
+    return getattr(importlib.import_module(module), function)(argument, Reading.from_config(cfg, progress, size_hint))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from quicktrain.data.arrays import Arrays
-from quicktrain.data.imagefolder import HELD_OUT, Listing, PhotoOptions, arrays_from_listings
+from quicktrain.data.imagefolder import HELD_OUT, Listing, Reading, arrays_from_listings
 from quicktrain.errors import ConfigError, DataError
 
 _OPEN: dict[tuple[str, str], Any] = {}  # (folder, split) -> the split, undecoded, once per process
@@ -104,17 +104,7 @@ def _listing(folder: str, split: str, table: Any, classes: list[str] | None) -> 
     return Listing(names, refs, labels)
 
 
-def load_hf(
-    path: str | Path,
-    resolution: int | None,
-    max_train: int | None,
-    max_test: int | None,
-    cache_dir: str | None,
-    progress: bool,
-    load_test: bool,
-    mode: str,
-    photo: PhotoOptions,
-) -> Arrays:
+def load_hf(path: str | Path, reading: Reading) -> Arrays:
     root = Path(path).expanduser()
     if not (root / "dataset_dict.json").is_file():
         raise DataError(f"hf:{root} is not a DatasetDict saved with save_to_disk (no dataset_dict.json)")
@@ -131,14 +121,11 @@ def load_hf(
     if not train.paths:
         raise DataError(f"the 'train' split of hf:{root} has no rows")
     test, notes = None, []
-    if load_test:
-        names = HELD_OUT if photo.eval_split == "auto" else (photo.eval_split,)
+    if reading.load_test:
+        names = HELD_OUT if reading.photo.eval_split == "auto" else (reading.photo.eval_split,)
         held_out = next((name for name in names if name in splits), None)
         if held_out is None:
             raise DataError(f"hf:{root} has no held-out split ({' or '.join(names)}); it has {', '.join(splits)}")
         test = _listing(folder, held_out, splits[held_out], train.classes)
         notes.append(f"held-out split: {held_out}")
-    return arrays_from_listings(
-        f"hf:{root}", str(root), train, test, resolution, max_train, max_test, cache_dir, progress, mode, photo,
-        tuple(notes),
-    )  # fmt: skip
+    return arrays_from_listings(f"hf:{root}", str(root), train, test, reading, tuple(notes))

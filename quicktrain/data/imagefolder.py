@@ -22,8 +22,9 @@ import hashlib
 import math
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -137,42 +138,58 @@ def load_imagefolder(
     test = list_split(root, held_out, photo.classes) if load_test else None
     nested = f"{train.nested} of {len(train.paths)} training images from subfolders of their class folders"
     notes = ((f"held-out split: {held_out}/",) if load_test else ()) + ((nested,) if train.nested else ())
-    return arrays_from_listings(
-        f"imagefolder:{root}", str(root), train, test, resolution, max_train, max_test, cache_dir, progress, mode,
-        photo, notes,
-    )  # fmt: skip
+    reading = Reading(resolution, max_train, max_test, cache_dir, progress, load_test, mode, photo)
+    return arrays_from_listings(f"imagefolder:{root}", str(root), train, test, reading, notes)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a listed dataset is read, whatever holds its images (folders, shards, tables)."""
+
+    resolution: int | None = None  # data.resolution; None: from the images (module doc)
+    max_train: int | None = None
+    max_test: int | None = None
+    cache_dir: str | None = None
+    progress: bool = True
+    load_test: bool = True
+    mode: str = "memory"  # memory, stream or auto
+    photo: PhotoOptions = field(default_factory=lambda: PhotoOptions())
+
+    @classmethod
+    def from_config(
+        cls, cfg: Any, progress: bool, size_hint: int | None, classes: tuple[str, ...] | None = None
+    ) -> Reading:
+        """From a :class:`~quicktrain.config.DataConfig` (and the model's size, as the hint)."""
+        photo = PhotoOptions(
+            cfg.crop, cfg.crop_pct, cfg.store_size, size_hint, cfg.workers or None, classes, cfg.eval_split,
+            cfg.store_format,
+        )  # fmt: skip
+        return cls(
+            cfg.resolution, cfg.max_train_samples, cfg.max_test_samples, cfg.cache_dir, progress, cfg.load_test,
+            cfg.data_mode, photo,
+        )  # fmt: skip
 
 
 def arrays_from_listings(
-    name: str,
-    root: str,
-    train: Listing,
-    test: Listing | None,
-    resolution: int | None,
-    max_train: int | None,
-    max_test: int | None,
-    cache_dir: str | None,
-    progress: bool,
-    mode: str,
-    photo: PhotoOptions,
-    notes: tuple[str, ...] = (),
+    name: str, root: str, train: Listing, test: Listing | None, reading: Reading, notes: tuple[str, ...] = ()
 ) -> Arrays:
     """Listed images (files, or images inside shards and tables) as a dataset: thumbnails decoded
     into memory or streamed, photos through the store or streamed (the module doc)."""
-    parts = [(train.paths, train.labels, max_train)]
+    photo, resolution, cache_dir, progress = reading.photo, reading.resolution, reading.cache_dir, reading.progress
+    parts = [(train.paths, train.labels, reading.max_train)]
     if test is not None:
-        parts.append((test.paths, test.labels, max_test))
+        parts.append((test.paths, test.labels, reading.max_test))
     chosen = [(balanced_subset(labels, limit), paths, labels) for paths, labels, limit in parts]
     train_files = [train.paths[i] for i in chosen[0][0]]
     probed = probe_sizes(train_files)
     crop = photo.crop if photo.crop != "auto" else ("pad" if looks_like_thumbnails(probed) else "resized")
     if crop == "pad":
         resolution = resolution or int(np.median(probed.max(axis=1)))
-        stream = _choose_stream(mode, sum(len(keep) for keep, _, _ in chosen), resolution)
+        stream = _choose_stream(reading.mode, sum(len(keep) for keep, _, _ in chosen), resolution)
     else:
         resolution = resolution or photo.size_hint or default_photo_size(probed)
         side = photo.store_side(resolution)
-        stream = mode == "stream"
+        stream = reading.mode == "stream"
     splits, sizes, notes = [], size_summary(probed, len(train_files)), list(notes)
     if crop == "resized" and not stream:
         fmt, why = choose_store_format(photo.store_format, probed, side, train_files, cache_dir)

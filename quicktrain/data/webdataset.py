@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from quicktrain.data.arrays import Arrays
-from quicktrain.data.imagefolder import HELD_OUT, Listing, PhotoOptions, arrays_from_listings
+from quicktrain.data.imagefolder import HELD_OUT, Listing, Reading, arrays_from_listings
 from quicktrain.errors import DataError
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
@@ -126,17 +126,7 @@ def list_shards(found: list[Path], classes: list[str] | None) -> tuple[list[TarM
     return images, labels
 
 
-def load_wds(
-    path: str | Path,
-    resolution: int | None,
-    max_train: int | None,
-    max_test: int | None,
-    cache_dir: str | None,
-    progress: bool,
-    load_test: bool,
-    mode: str,
-    photo: PhotoOptions,
-) -> Arrays:
+def load_wds(path: str | Path, reading: Reading) -> Arrays:
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"wds path '{root}' does not exist or is not a folder")
@@ -156,14 +146,11 @@ def load_wds(
     classes = names or [str(i) for i in range(max(labels) + 1)]
     train = Listing(classes, images, np.asarray(labels, dtype=np.int64))
     test, notes = None, [f"{len(train_shards)} training shards"]
-    if load_test:
-        split, held_out = held_out_shards(root, photo.eval_split)
+    if reading.load_test:
+        split, held_out = held_out_shards(root, reading.photo.eval_split)
         test_images, test_labels = list_shards(held_out, classes)
         if not test_images:
             raise DataError(f"the held-out shards of wds:{root} ({split}-*.tar) hold no samples")
         test = Listing(classes, test_images, np.asarray(test_labels, dtype=np.int64))
         notes.append(f"held-out split: {split}-*.tar ({len(held_out)} shards)")
-    return arrays_from_listings(
-        f"wds:{root}", str(root), train, test, resolution, max_train, max_test, cache_dir, progress, mode, photo,
-        tuple(notes),
-    )  # fmt: skip
+    return arrays_from_listings(f"wds:{root}", str(root), train, test, reading, tuple(notes))
