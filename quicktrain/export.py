@@ -87,8 +87,7 @@ def export(loaded: LoadedRun, fmt: str, out: Path, check_inputs: int = 4, uint8_
     g = torch.Generator().manual_seed(0)
     if uint8_input:
         spec = loaded.input
-        resize = spec.image_size if spec.image_size != spec.size else None  # as the run's InputPipeline
-        model = _Uint8Input(model, spec.mean, spec.std, resize).eval()
+        model = _Uint8Input(model, spec.mean, spec.std, spec.model_resize).eval()  # as the run's InputPipeline
         side = spec.size
         x = torch.randint(0, 256, (check_inputs, side, side, 3), generator=g, dtype=torch.uint8)
     else:

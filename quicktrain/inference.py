@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -45,7 +46,7 @@ class LoadedRun:
     image_size: int
     weights: Path
 
-    @property
+    @functools.cached_property
     def input(self) -> InputSpec:
         """How the run turned image files into inputs: its summary's ``input`` record (runs recorded
         before it held every field get the rest from the summary and config they have)."""

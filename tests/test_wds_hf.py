@@ -51,6 +51,16 @@ def _data(dataset: str, **extra) -> DataConfig:
     return DataConfig(dataset=dataset, resolution=64, **extra)
 
 
+def _train_then_evaluate(tmp_path: Path, dataset: str, **overrides) -> dict:
+    """Train a tiny run on ``dataset``; ``quicktrain evaluate`` on it must give the run's own test accuracy."""
+    out = tmp_path / "run"
+    summary = train(tiny_config(out, **{"data.dataset": dataset, "data.resolution": 64, **overrides})).summary
+    assert main(["evaluate", str(out), "--dataset", dataset, "--out", str(tmp_path / "e")]) == 0
+    report = json.loads((tmp_path / "e" / "evaluation.json").read_text())
+    assert report["test_accuracy"] == pytest.approx(summary["test_accuracy"])
+    return summary
+
+
 def test_shards_load_like_the_folder_they_were_made_from(photos, tmp_path):
     shards = write_shards(photos, tmp_path / "shards")
     (shards / "classes.txt").write_text("class0\nclass1\nclass2\n")
@@ -68,17 +78,12 @@ def test_shards_load_like_the_folder_they_were_made_from(photos, tmp_path):
 
 def test_a_wds_run_trains_and_evaluate_reads_the_shards(photos, tmp_path):
     shards = write_shards(photos, tmp_path / "shards", held_out="validation")
-    out = tmp_path / "run"
-    cfg = tiny_config(out, **{"data.dataset": f"wds:{shards}", "data.resolution": 64, "model.name": "test_resnet"})
-    summary = train(cfg).summary
+    summary = _train_then_evaluate(tmp_path, f"wds:{shards}", **{"model.name": "test_resnet"})
     assert summary["status"] == "completed" and summary["classes"] == ["0", "1", "2"]
     assert (
         summary["input"]["crop"] == "resized"
         and "held-out split: validation-*.tar (2 shards)" in summary["input"]["notes"]
     )
-    assert main(["evaluate", str(out), "--dataset", f"wds:{shards}", "--out", str(tmp_path / "e")]) == 0
-    report = json.loads((tmp_path / "e" / "evaluation.json").read_text())
-    assert report["test_accuracy"] == pytest.approx(summary["test_accuracy"])
 
 
 def test_every_bad_shard_is_one_line_naming_it(photos, tmp_path):
@@ -144,12 +149,8 @@ def test_a_saved_dataset_dict_trains_with_its_class_names(photos, tmp_path):
     folder = load_arrays(_data(f"imagefolder:{photos}", store_format="raw"), progress=False)
     assert arrays.classes == ("red", "green", "blue") and (len(arrays.train), len(arrays.test)) == (18, 9)
     np.testing.assert_array_equal(arrays.test.images[np.arange(9)], folder.test.images[np.arange(9)])
-    out = tmp_path / "run"
-    summary = train(tiny_config(out, **{"data.dataset": f"hf:{saved}", "data.resolution": 64})).summary
+    summary = _train_then_evaluate(tmp_path, f"hf:{saved}")
     assert summary["classes"] == ["red", "green", "blue"] and summary["test_samples"] == 9
-    assert main(["evaluate", str(out), "--dataset", f"hf:{saved}", "--out", str(tmp_path / "e")]) == 0
-    report = json.loads((tmp_path / "e" / "evaluation.json").read_text())
-    assert report["test_accuracy"] == pytest.approx(summary["test_accuracy"])
 
 
 def test_every_bad_split_or_column_is_one_line(photos, tmp_path):

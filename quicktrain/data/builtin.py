@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from quicktrain.config import DataConfig
 from quicktrain.data.arrays import Arrays
 from quicktrain.errors import DataError
+
+if TYPE_CHECKING:
+    from quicktrain.data.imagefolder import Reading
 
 
 def sample(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
@@ -37,30 +42,29 @@ def cifar(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None)
 
 def imagefolder(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
     """Subsets are chosen before decoding, so a small run decodes only what it uses."""
-    from quicktrain.data.imagefolder import Reading, load_imagefolder
+    from quicktrain.data.imagefolder import read_imagefolder
 
-    r = Reading.from_config(cfg, progress, size_hint, tuple(cfg.classes) if cfg.classes else None)
-    return load_imagefolder(
-        argument, r.resolution, r.max_train, r.max_test, r.cache_dir, progress, r.load_test, r.mode, r.photo
-    )
+    return read_imagefolder(argument, _reading(cfg, progress, size_hint, "imagefolder"))
 
 
 def wds(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
     """WebDataset shards, listed once, through the image folder's store and crops."""
-    return _listed("quicktrain.data.webdataset:load_wds", "wds", cfg, argument, progress, size_hint)
+    from quicktrain.data.webdataset import load_wds
+
+    return load_wds(argument, _reading(cfg, progress, size_hint, "wds"))
 
 
 def hf(cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
     """A Hugging Face DatasetDict saved with save_to_disk, through the image folder's store and crops."""
-    return _listed("quicktrain.data.hf:load_hf", "hf", cfg, argument, progress, size_hint)
+    from quicktrain.data.hf import load_hf
+
+    return load_hf(argument, _reading(cfg, progress, size_hint, "hf"))
 
 
-def _listed(loader: str, name: str, cfg: DataConfig, argument: str, progress: bool, size_hint: int | None) -> Arrays:
-    import importlib
-
+def _reading(cfg: DataConfig, progress: bool, size_hint: int | None, name: str) -> Reading:
+    """The options every listed source reads with; only image folders choose classes (by folder)."""
     from quicktrain.data.imagefolder import Reading
 
-    if cfg.classes:
+    if cfg.classes and name != "imagefolder":
         raise DataError(f"data.classes picks class folders of imagefolder:PATH datasets; {name}: takes every label")
-    module, _, function = loader.partition(":")
-    return getattr(importlib.import_module(module), function)(argument, Reading.from_config(cfg, progress, size_hint))
+    return Reading.from_config(cfg, progress, size_hint, tuple(cfg.classes) if cfg.classes else None)

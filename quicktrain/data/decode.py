@@ -25,9 +25,9 @@ import contextlib
 import io
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
@@ -82,6 +82,14 @@ def source_identity(source: Source) -> str:
         st = source.stat()
         return f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     return source.identity()
+
+
+def digest_sources(digest: Any, sources: Iterable[Source]) -> Any:
+    """``digest`` (a hashlib object) updated with every image's identity, in order: the part of a
+    cache key that changes when any image may have."""
+    for source in sources:
+        digest.update(f"|{source_identity(source)}".encode())
+    return digest
 
 
 def source_nbytes(source: Source) -> int:

@@ -35,9 +35,9 @@ from quicktrain.data.decode import (
     IMAGE_SUFFIXES,
     Source,
     decode_image,
+    digest_sources,
     list_images,
     opened,
-    source_identity,
     source_nbytes,
 )
 from quicktrain.data.photo_store import PhotoFiles, open_store
@@ -122,7 +122,13 @@ def load_imagefolder(
 ) -> Arrays:
     """``mode``: memory, stream, or auto (stream when the decoded splits exceed the budget).
     ``resolution`` None: from the images (module doc); ``photo`` the photo pipeline's options."""
-    photo = photo or PhotoOptions()
+    reading = Reading(resolution, max_train, max_test, cache_dir, progress, load_test, mode, photo or PhotoOptions())
+    return read_imagefolder(path, reading)
+
+
+def read_imagefolder(path: str | Path, reading: Reading) -> Arrays:
+    """An image folder read as ``reading`` says (what :func:`load_imagefolder` takes as arguments)."""
+    photo, load_test = reading.photo, reading.load_test
     root = Path(path).expanduser()
     if not root.is_dir():
         raise DataError(f"imagefolder path '{root}' does not exist or is not a folder")
@@ -138,7 +144,6 @@ def load_imagefolder(
     test = list_split(root, held_out, photo.classes) if load_test else None
     nested = f"{train.nested} of {len(train.paths)} training images from subfolders of their class folders"
     notes = ((f"held-out split: {held_out}/",) if load_test else ()) + ((nested,) if train.nested else ())
-    reading = Reading(resolution, max_train, max_test, cache_dir, progress, load_test, mode, photo)
     return arrays_from_listings(f"imagefolder:{root}", str(root), train, test, reading, notes)
 
 
@@ -320,9 +325,7 @@ def _choose_stream(mode: str, count: int, resolution: int) -> bool:
 
 
 def _decode_cached(paths: list[Source], resolution: int, cache_dir: str | None, progress: bool) -> np.ndarray:
-    key = hashlib.sha256(f"v1|{resolution}".encode())
-    for p in paths:
-        key.update(f"|{source_identity(p)}".encode())
+    key = digest_sources(hashlib.sha256(f"v1|{resolution}".encode()), paths)
     cache_file = cache_root(cache_dir) / f"imagefolder-{key.hexdigest()[:24]}.npz"
     cached = load_cached(cache_file, "images")
     if cached is not None:

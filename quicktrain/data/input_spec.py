@@ -44,6 +44,12 @@ class InputSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)  # what loading found (held-out folder, subfolders)
 
     @property
+    def model_resize(self) -> int | None:
+        """The side a decoded batch is resized to on the device for the model, None when it is the
+        decode size already."""
+        return self.image_size if self.image_size != self.size else None
+
+    @property
     def resize_to(self) -> int:
         """The shorter side before the evaluation's centre crop (photos), else the decode size."""
         return math.floor(self.size / self.crop_pct) if self.crop == "resized" and self.crop_pct else self.size

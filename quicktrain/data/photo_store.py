@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from quicktrain.data import jpeg
 from quicktrain.data.cache import cache_root
-from quicktrain.data.decode import Source, opened, source_identity, to_rgb
+from quicktrain.data.decode import Source, digest_sources, opened, to_rgb
 from quicktrain.data.photo_crops import ATTEMPTS, centre_crop_boxes, crop_resize, resized_crop_boxes, uniforms
 from quicktrain.errors import DataError
 
@@ -202,9 +202,7 @@ class PhotoFiles(PhotoImages):
 
     def fingerprint(self) -> str:
         digest = hashlib.sha256(f"{self.side}|{self.size}|{self.crop_pct}".encode())
-        for row in self.rows:
-            digest.update(f"|{source_identity(self.paths[row])}".encode())
-        return digest.hexdigest()
+        return digest_sources(digest, (self.paths[row] for row in self.rows)).hexdigest()
 
 
 def store_format(folder: Path) -> str:
@@ -213,9 +211,7 @@ def store_format(folder: Path) -> str:
 
 def store_key(paths: list[Source], side: int, fmt: str = "raw") -> str:
     key = hashlib.sha256(f"{VERSION}|{side}".encode() + (b"" if fmt == "raw" else f"|{fmt}|q{jpeg.QUALITY}".encode()))
-    for p in paths:
-        key.update(f"|{source_identity(p)}".encode())
-    return key.hexdigest()[:24]
+    return digest_sources(key, paths).hexdigest()[:24]
 
 
 def open_store(

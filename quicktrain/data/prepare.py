@@ -51,8 +51,7 @@ class InputPipeline:
     def from_spec(cls, spec: InputSpec, device: torch.device, non_blocking: bool = False) -> InputPipeline:
         """The pipeline a run's input record describes (resizing only when the model's size differs)."""
         layout = torch.channels_last if spec.layout == "NHWC" else torch.contiguous_format
-        resize = spec.image_size if spec.image_size != spec.size else None
-        return cls(device, non_blocking, resize, layout, spec.mean, spec.std)
+        return cls(device, non_blocking, spec.model_resize, layout, spec.mean, spec.std)
 
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Copy a batch to the device; asynchronous only from pinned memory, else it would not be."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quicktrain.data.decode import Source, decode_image, source_identity
+from quicktrain.data.decode import Source, decode_image, digest_sources
 
 
 class FileImages:
@@ -51,10 +51,7 @@ class FileImages:
 
     def fingerprint(self) -> str:
         """The files (names, sizes, times) and the resolution: a key for cached statistics."""
-        digest = hashlib.sha256(f"{self.resolution}".encode())
-        for path in self.paths:
-            digest.update(f"|{source_identity(path)}".encode())
-        return digest.hexdigest()
+        return digest_sources(hashlib.sha256(f"{self.resolution}".encode()), self.paths).hexdigest()
 
 
 def memory_budget_bytes(processes: int = 1) -> int:

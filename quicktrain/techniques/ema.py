@@ -9,7 +9,7 @@ dict, BatchNorm statistics included, moves as ``ema = d * ema + (1 - d) * traine
 
 (timm's ``1 - (1 + step / gamma) ** -power`` with gamma 1, power 2/3 and ``step = n - 1``).
 Integer tensors (BatchNorm's batch count) are copied. timm's ``ModelEmaV3`` does the averaging
-(one fused ``lerp`` over every tensor, its warm-up rule is the one above, ``tests/test_averaging.py``
+(one fused ``lerp`` over every tensor, its warm-up rule is the one above, ``tests/test_timm_pieces.py``
 checks the two agree); this module adds what the protocol needs around it: the copy is made once
 the model is built (:meth:`ModelEma.settle`), on its device and in its layout, evaluation scores it
 as the run's result and the trained weights beside it (``raw_*``), and checkpoints keep it as a plain
