@@ -1,7 +1,8 @@
-"""quicktrain's speedrun recipe against the published airbench94 (Keller Jordan's ``airbench``
-package from PyPI, unchanged) on the same data, in one run, seeds interleaved, each timed to
-the same accuracy: the accuracy airbench reaches there (its median over the seeds, with its
-test-time augmentation).
+"""quicktrain's speedrun recipe against a published airbench speedrun (``--peer``: airbench94 from
+PyPI, or airbench94_muon.py of cifar10-airbench f1c599c; how each runs and what a CPU changes:
+``airbench_peers.py``) on the same data, in one run, seeds interleaved, each timed to the same
+accuracy: the accuracy the peer reaches there (its median over the seeds, with its test-time
+augmentation).
 
 - airbench: ``airbench.train94`` on the data written in its own format (``cifar10/train.pt``,
   ``test.pt`` in a work folder), then its TTA evaluation; its time = training (whitening
@@ -9,11 +10,13 @@ test-time augmentation).
 - quicktrain: ``configs/speedrun_cifar10.yaml`` in a fresh process, evaluated (with the same
   TTA) every ``--eval-every-steps`` updates; its time to the target = training time until the
   first evaluation at or above airbench's median accuracy + that evaluation's TTA time.
-- On a GPU airbench runs as published (fp16, CUDA events). On a CPU its CUDA calls are
-  redirected to the CPU and its forward runs under bf16 autocast (``--device cpu``): the
-  closest CPU analogue of its fp16 GPU recipe. ``--airbench-allocator retain`` runs it with glibc
-  keeping freed memory, as quicktrain's ``--cpu-allocator retain`` does: what that setting alone is
-  worth to airbench (not how airbench is published).
+- airbench94_muon: its own ``main`` and its own timer (whitening + training + TTA evaluation).
+- On a GPU the peer runs as published (fp16, CUDA events, its compile and warm-up). On a CPU
+  its CUDA calls are redirected to the CPU, its forward runs under bf16 autocast and nothing is
+  compiled (``--device cpu``): the closest CPU analogue of its fp16 GPU recipe.
+  ``--airbench-allocator retain`` runs it with glibc keeping freed memory, as quicktrain's
+  ``--cpu-allocator retain`` does: what that setting alone is worth to the peer (not how it is
+  published).
 - Each seed is a pair (airbench, then quicktrain, back to back on one machine), saved to
   ``WORK/pairs/sN.json`` with the machine it ran on as soon as both sides finish. A rerun with
   the same settings, commit and hardware (CPU model and count, GPU) keeps the saved pairs and
@@ -23,13 +26,13 @@ test-time augmentation).
     pip download --no-deps airbench==0.1.8 && pip install airbench-0.1.8.tar.gz   # once
     python benchmarks/vs_airbench.py --data ../shared/datasets/cifar10-jpeg --seeds 3 --json out.json
     python benchmarks/vs_airbench.py --config configs/speedrun_muon_cifar10.yaml --seeds 3   # another recipe
+    python benchmarks/vs_airbench.py --peer airbench94_muon --peer-script cifar10-airbench/airbench94_muon.py \
+        --config configs/speedrun_muon_cifar10.yaml --airbench-allocator retain --seeds 3
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -40,12 +43,12 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from airbench_peers import make_peer
 from harness import spread
 
 from quicktrain.atomic import atomic_write
@@ -64,119 +67,6 @@ def write_airbench_data(data: str, work: Path, max_train: int | None) -> None:
     for name, split in (("train", arrays.train), ("test", arrays.test)):
         payload = {"images": torch.from_numpy(split.images), "labels": torch.from_numpy(split.labels)}
         torch.save({**payload, "classes": list(arrays.classes)}, folder / f"{name}.pt")
-
-
-class _CpuEvent:
-    """torch.cuda.Event's timing interface on the host clock."""
-
-    def __init__(self, enable_timing: bool = False) -> None:
-        self.t = 0.0
-
-    def record(self) -> None:
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, end: _CpuEvent) -> float:
-        return 1e3 * (end.t - self.t)
-
-
-@contextlib.contextmanager
-def airbench_on_cpu() -> Iterator[None]:
-    """airbench's CUDA calls redirected to the CPU; fp16 casts become no-ops (the forward runs
-    under bf16 autocast instead, see :func:`bf16_net`)."""
-    saved = {
-        (torch.Tensor, "cuda"): torch.Tensor.cuda,
-        (torch.nn.Module, "cuda"): torch.nn.Module.cuda,
-        (torch.nn.Module, "half"): torch.nn.Module.half,
-        (torch.Tensor, "half"): torch.Tensor.half,
-        (torch.cuda, "Event"): torch.cuda.Event,
-        (torch.cuda, "synchronize"): torch.cuda.synchronize,
-        (torch, "load"): torch.load,
-    }
-    real_load = torch.load
-    patches = {
-        (torch.Tensor, "cuda"): lambda self, *a, **k: self,
-        (torch.nn.Module, "cuda"): lambda self, *a, **k: self,
-        (torch.nn.Module, "half"): lambda self: self,
-        (torch.Tensor, "half"): lambda self, *a, **k: self.float(),
-        (torch.cuda, "Event"): _CpuEvent,
-        (torch.cuda, "synchronize"): lambda *a, **k: None,
-        (torch, "load"): lambda path, *a, **k: real_load(path, map_location="cpu", weights_only=False),
-    }
-    try:
-        for (owner, name), value in patches.items():
-            setattr(owner, name, value)
-        yield
-    finally:
-        for (owner, name), value in saved.items():
-            setattr(owner, name, value)
-
-
-def bf16_net(make_net):
-    """airbench's net with its forward under CPU bf16 autocast (logits back in fp32)."""
-
-    def make():
-        net = make_net()
-        forward = net.forward
-
-        @functools.wraps(forward)
-        def autocast_forward(x):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                return forward(x).float()
-
-        net.forward = autocast_forward
-        return net
-
-    return make
-
-
-def run_airbench(work: Path, seed: int, cpu: bool, epochs: float | None) -> dict[str, float]:
-    """One timed airbench94 run: from its training loader in memory (loading the file is not
-    timed, as airbench does not time it) to the end of its TTA evaluation."""
-    import airbench
-    from airbench.lib_airbench94 import CifarLoader, hyp, make_net94
-
-    here = Path.cwd()
-    os.chdir(work)  # airbench reads ./cifar10/{train,test}.pt
-    try:
-        with airbench_on_cpu() if cpu else contextlib.nullcontext():
-            torch.manual_seed(seed)
-            kwargs = {"epochs": epochs} if epochs else {}
-            make_net = bf16_net(make_net94) if cpu else make_net94
-            opt = hyp["opt"]  # train94's own loader, built as train94 builds it when given none
-            loader = CifarLoader("cifar10", train=True, batch_size=opt["batch_size"], aug=hyp["aug"], altflip=True)
-            sync = (lambda: None) if cpu else torch.cuda.synchronize
-            sync()
-            start = time.perf_counter()
-            model = airbench.train94(loader, make_net=make_net, verbose=False, **kwargs)
-            sync()
-            trained = time.perf_counter()
-            test_loader = airbench.CifarLoader("cifar10", train=False, batch_size=2000)
-            accuracy = airbench.evaluate(model, test_loader, tta_level=2)
-            sync()
-            done = time.perf_counter()
-    finally:
-        os.chdir(here)
-    return {
-        "accuracy": float(accuracy),
-        "train_s": trained - start,
-        "tta_eval_s": done - trained,
-        "time_s": done - start,
-    }
-
-
-def warm_airbench(work: Path) -> None:
-    """airbench94's own GPU warm-up (one training step, as its published script runs before its
-    timed runs), so cuDNN's algorithm search and CUDA's first kernels fall outside seed 0's time."""
-    import airbench
-
-    here = Path.cwd()
-    os.chdir(work)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # its warm-up prints a table row
-            airbench.train94(run="warmup", verbose=True)
-        torch.cuda.synchronize()
-    finally:
-        os.chdir(here)
 
 
 def run_quicktrain(args: argparse.Namespace, seed: int, out: Path) -> list[dict]:
@@ -214,7 +104,7 @@ def settings(args: argparse.Namespace) -> dict:
     where = machine(args.device)  # the ratio differs between CPU models: pairs from two are not pooled
     hardware = f"{where['cpu']} x{where['cpu_count']}" + (f", {where['gpu']}" if "gpu" in where else "")
     fixed = {"data": str(Path(args.data).resolve()), "config_sha256": recipe, "commit": commit(), "hardware": hardware}
-    chosen = {key: getattr(args, key) for key in keys}
+    chosen = {key: getattr(args, key) for key in keys} | args.peer_runner.settings()
     if args.airbench_allocator != "system":  # only when asked: pairs saved before the option stay comparable
         chosen["airbench_allocator"] = args.airbench_allocator
     return fixed | chosen
@@ -265,8 +155,8 @@ def load_pair(path: Path, wanted: dict) -> dict | None:
 
 
 def run_pair(args: argparse.Namespace, seed: int, wanted: dict) -> dict:
-    air = run_airbench(args.work, seed, args.device == "cpu", args.airbench_epochs)
-    print(f"seed {seed} airbench94: test acc {air['accuracy']:.4f} in {air['time_s']:.1f}s", flush=True)
+    air = args.peer_runner.run(args.work, seed, args.device == "cpu", args.airbench_epochs)
+    print(f"seed {seed} {args.peer}: test acc {air['accuracy']:.4f} in {air['time_s']:.1f}s", flush=True)
     evals = run_quicktrain(args, seed, args.work / f"quicktrain-s{seed}")
     where = machine(args.device)
     pair = {"seed": seed, "settings": wanted, "machine": where, "airbench": air, "quicktrain_evals": evals}
@@ -301,8 +191,17 @@ def main() -> None:
         "(a reading of what the allocator alone is worth; airbench as published runs with glibc's default)",
     )
     parser.add_argument("--fresh", action="store_true", help="run every seed's pair again, even those saved in --work")
+    parser.add_argument(
+        "--peer",
+        default="airbench94",
+        choices=["airbench94", "airbench94_muon"],
+        help="the published speedrun to time against (airbench_peers.py)",
+    )
+    parser.add_argument("--peer-script", type=Path, help="airbench94_muon.py from cifar10-airbench at f1c599c")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    args.peer_runner = make_peer(args.peer, args.peer_script)
+    peer = args.peer
     args.work.mkdir(parents=True, exist_ok=True)
     wanted = settings(args)
     saved = {
@@ -318,14 +217,14 @@ def main() -> None:
         if not allocator.apply():
             raise SystemExit(f"vs_airbench: --airbench-allocator retain: {allocator.note or 'glibc refused'}")
     if args.device == "cuda" and any(pair is None for pair in saved.values()):
-        warm_airbench(args.work)
+        args.peer_runner.warm(args.work, cpu=False)
     pairs = []
-    for seed, pair in saved.items():  # interleaved: airbench, quicktrain, airbench, ...
+    for seed, pair in saved.items():  # interleaved: peer, quicktrain, peer, ...
         if pair is None:
             pair = run_pair(args, seed, wanted)
         else:
             where = pair["machine"]
-            print(f"seed {seed}: saved pair kept (airbench94 {pair['airbench']['accuracy']:.4f}; "
+            print(f"seed {seed}: saved pair kept ({peer} {pair['airbench']['accuracy']:.4f}; "
                   f"taken {where['taken']} on {where['cpu']})", flush=True)  # fmt: skip
         pairs.append(pair)
     air = [pair["airbench"] for pair in pairs]
@@ -336,15 +235,13 @@ def main() -> None:
     target = statistics.median(a["accuracy"] for a in air)
     reached = [time_to(evals, target) for evals in quick]
     finals = [evals[-1]["test_accuracy"] for evals in quick]
-    print(f"\ntarget: airbench94's median test accuracy with TTA, {target:.4f}")
-    print(
-        f"airbench94: {spread([a['time_s'] for a in air], ' s')} (training {spread([a['train_s'] for a in air], ' s')})"
-    )
+    print(f"\ntarget: {peer}'s median test accuracy with TTA, {target:.4f}")
+    print(f"{peer}: {spread([a['time_s'] for a in air], ' s')} (training {spread([a['train_s'] for a in air], ' s')})")
     if all(r is not None for r in reached):
         times = [r["time_s"] for r in reached]
         ratios = [q / a["time_s"] for q, a in zip(times, air)]
         print(f"quicktrain to the target: {spread(times, ' s')}; final accuracy {spread(finals)}")
-        print(f"time ratio quicktrain / airbench94 (paired by seed): {spread(ratios)}")
+        print(f"time ratio quicktrain / {peer} (paired by seed): {spread(ratios)}")
     else:
         count = sum(r is not None for r in reached)
         print(f"quicktrain reached {target:.4f} in {count} of {len(reached)} seeds: no ratio to the target")
@@ -352,11 +249,12 @@ def main() -> None:
              for evals in quick]  # fmt: skip
     print(
         f"quicktrain's whole run: {spread([w['time_s'] for w in whole], ' s')} with its last TTA evaluation, "
-        f"ratio to airbench94 {spread([w['time_s'] / a['time_s'] for w, a in zip(whole, air)])}; "
+        f"ratio to {peer} {spread([w['time_s'] / a['time_s'] for w, a in zip(whole, air)])}; "
         f"final accuracy {spread(finals)}"
     )
     if args.json:
         result = {
+            "peer": peer,
             "target": target,
             "airbench": air,
             "quicktrain_to_target": reached,
