@@ -48,7 +48,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from airbench_peers import make_peer
+from airbench_peers import PEERS, make_peer
 from harness import spread
 
 from quicktrain.atomic import atomic_write
@@ -194,10 +194,13 @@ def main() -> None:
     parser.add_argument(
         "--peer",
         default="airbench94",
-        choices=["airbench94", "airbench94_muon"],
+        choices=sorted(PEERS),
         help="the published speedrun to time against (airbench_peers.py)",
     )
-    parser.add_argument("--peer-script", type=Path, help="airbench94_muon.py from cifar10-airbench at f1c599c")
+    parser.add_argument(
+        "--peer-script", type=Path,
+        help="the peer's script: airbench94_muon.py (cifar10-airbench f1c599c), cifar10_speedrun.py (hiverge 5cd49b1)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.peer_runner = make_peer(args.peer, args.peer_script)

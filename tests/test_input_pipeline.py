@@ -46,3 +46,27 @@ def test_a_resized_batch_is_its_own_tensor():
     x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
     a, b = pipe(x), pipe(x)
     assert a.shape == (2, 3, 16, 16) and torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_a_bf16_batch_is_what_a_bf16_autocast_convolution_would_have_cast_itself(layout):
+    """The batch written in bf16 is the float32 batch rounded once: a convolution under bf16
+    autocast gives the same output, to the bit, from either."""
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    wide = InputPipeline(torch.device("cpu"), memory_format=layout, mean=mean, std=std)
+    narrow = InputPipeline(torch.device("cpu"), memory_format=layout, mean=mean, std=std, dtype=torch.bfloat16)
+    x = torch.randint(0, 256, (4, 3, 20, 20), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    full, half = wide(x), narrow(x)
+    assert half.dtype == torch.bfloat16 and half.is_contiguous(memory_format=layout)
+    assert torch.equal(half, full.to(torch.bfloat16))
+    assert not torch.equal(half.float(), full)  # the rounding is real: the test would see a missed cast
+    conv = torch.nn.Conv2d(3, 8, 4, stride=4).to(memory_format=layout)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(conv(half), conv(full))
+
+
+def test_a_resized_bf16_batch_is_resized_in_float32_then_cast():
+    narrow = InputPipeline(torch.device("cpu"), image_size=16, mean=(0.5,) * 3, std=(0.2,) * 3, dtype=torch.bfloat16)
+    wide = InputPipeline(torch.device("cpu"), image_size=16, mean=(0.5,) * 3, std=(0.2,) * 3)
+    x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    assert torch.equal(narrow(x), wide(x).to(torch.bfloat16))

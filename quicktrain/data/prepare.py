@@ -5,10 +5,16 @@ Resolved once from the techniques; the training step calls it without any ``if``
 The float batch is written into a buffer kept from the previous call of the same shape (in the
 model's memory layout), not a fresh allocation: on a CPU a 224 px batch of 64 is 38 MB, which
 glibc maps anew each time, and the page faults of that cost several times the arithmetic (the
-photo benchmark's training process spent most of its time there). The arithmetic is unchanged
-(one uint8 -> float copy, one fused multiply-add), so the values are bit for bit those of a fresh
+photo benchmark's training process spent most of its time there). One kernel reads the uint8
+batch and writes the normalised one (a fused multiply-add computed in float32, as a uint8 -> float
+copy followed by the multiply-add computes it), so the values are bit for bit those of a fresh
 batch. The buffer is overwritten by the next call: the step, evaluation and predict use each batch
 before asking for the next, and autograd refuses (loudly) a buffer changed while a graph holds it.
+
+``dtype`` bfloat16 writes the batch in the dtype a bf16-autocast first layer casts it to: the same
+float32 arithmetic rounded once on the way out, so a convolution or linear layer under autocast
+sees exactly the values it would have cast itself, from half the memory traffic and without the
+cast's own pass.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ class InputPipeline:
         memory_format: torch.memory_format = torch.contiguous_format,
         mean: tuple[float, ...] = CIFAR_MEAN,
         std: tuple[float, ...] = CIFAR_STD,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         self.device = device
+        self.dtype = dtype
         self.non_blocking = non_blocking
         self.image_size = image_size
         self.memory_format = memory_format
@@ -62,21 +70,23 @@ class InputPipeline:
         )
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) uint8 on the device -> (B, 3, S, S) float32 in ``memory_format``."""
-        buffer = self._buffer(x).copy_(x)  # uint8 -> float32, into the kept buffer
-        x = torch.addcmul(self.shift, buffer, self.scale, out=buffer)  # in place
-        if self.image_size is not None and x.shape[-1] != self.image_size:
+        """(B, 3, H, W) uint8 on the device -> (B, 3, S, S) ``dtype`` in ``memory_format``."""
+        resize = self.image_size is not None and x.shape[-1] != self.image_size
+        dtype = torch.float32 if resize else self.dtype  # resized in float32, then cast
+        x = torch.addcmul(self.shift, x, self.scale, out=self._buffer(x, dtype))  # one pass, float32 arithmetic
+        if resize:
             x = F.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+            x = x.to(self.dtype)
         return x.contiguous(memory_format=self.memory_format)
 
-    def _buffer(self, x: torch.Tensor) -> torch.Tensor:
-        """The kept float32 buffer for batches of ``x``'s shape (made on first use)."""
-        key = (tuple(x.shape), x.device, torch.is_inference_mode_enabled())
+    def _buffer(self, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The kept buffer for batches of ``x``'s shape (made on first use)."""
+        key = (tuple(x.shape), x.device, dtype, torch.is_inference_mode_enabled())
         buffer = self._buffers.get(key)
         if buffer is None:
             if len(self._buffers) >= 4:  # the full batch, the last short one, evaluation's: a few shapes
                 self._buffers.clear()
             layout = self.memory_format if self.image_size is None else torch.contiguous_format
-            buffer = torch.empty(x.shape, dtype=torch.float32, device=x.device, memory_format=layout)
+            buffer = torch.empty(x.shape, dtype=dtype, device=x.device, memory_format=layout)
             self._buffers[key] = buffer
         return buffer
