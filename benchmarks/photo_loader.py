@@ -6,8 +6,8 @@ input pipeline's) for whole epochs at 128 and 224 px, with the same number of Da
 
 - quicktrain: ``--dataset imagefolder:PATH`` as a run loads it: the photo store (built once, in
   parallel, before the timing; its build time is printed), RandomResizedCrop + flip per
-  (seed, epoch, index), uint8 batches normalised on the device in one pass (written in bf16
-  with ``--amp bf16``: what the first layer's autocast would cast them to);
+  (seed, epoch, index), uint8 batches normalised on the device into kept buffers (written in
+  bf16 with ``--amp bf16``: what the first layer's autocast would cast them to);
 - torchvision: ``ImageFolder`` (Pillow decoding of every file every epoch) with
   ``v2.RandomResizedCrop``, ``v2.RandomHorizontalFlip``, ``ToImage``, ``ToDtype``, ``Normalize``;
   a ``DataLoader`` with shuffling, persistent workers (as quicktrain's) and pinned memory on CUDA.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from quicktrain.data import prepare
 from quicktrain.data.prepare import InputPipeline
 
 
@@ -70,3 +71,18 @@ def test_a_resized_bf16_batch_is_resized_in_float32_then_cast():
     wide = InputPipeline(torch.device("cpu"), image_size=16, mean=(0.5,) * 3, std=(0.2,) * 3)
     x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
     assert torch.equal(narrow(x), wide(x).to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_a_bf16_batch_written_a_few_images_at_a_time_equals_the_whole_batch_cast(layout, monkeypatch):
+    """On a CPU a bf16 batch goes through a small float32 scratch, chunk by chunk: the values
+    (and the layout) are those of the whole float32 batch rounded once, however the chunks fall."""
+    monkeypatch.setattr(prepare, "CHUNK_BYTES", 4 * 3 * 10 * 10 * 3)  # 3 images a chunk: 7 = 3 + 3 + 1
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    wide = InputPipeline(torch.device("cpu"), memory_format=layout, mean=mean, std=std)
+    narrow = InputPipeline(torch.device("cpu"), memory_format=layout, mean=mean, std=std, dtype=torch.bfloat16)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(2):  # the second batch reuses the scratch and the output buffer
+        x = torch.randint(0, 256, (7, 3, 10, 10), dtype=torch.uint8, generator=g)
+        half = narrow(x)
+        assert half.is_contiguous(memory_format=layout) and torch.equal(half, wide(x).to(torch.bfloat16))
