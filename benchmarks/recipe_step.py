@@ -38,7 +38,7 @@ def recipe_job(args: argparse.Namespace, low_res: int | None = None, **overrides
     if low_res:
         settings |= {"data.low_res": low_res, "data.low_res_epochs": 10**6}
     job = quicktrain_job(args.model, args.amp, args.batch, args.steps, overrides=settings)
-    job.state.resize.set_epoch(0)
+    job.state.techniques.start_epoch(0)
     return job
 
 
