@@ -3,7 +3,8 @@ published on a GPU and, on a CPU, unchanged but for the device. Every change a C
 and stated:
 
 - CUDA calls go to the CPU: ``.cuda()`` returns the same tensor or module, ``torch.load`` maps to
-  the CPU, ``torch.cuda.Event`` times on the host clock, ``torch.cuda.synchronize`` does nothing.
+  the CPU, ``torch.empty(..., device="cuda")`` allocates on the CPU, ``.pin_memory()`` returns the
+  tensor, ``torch.cuda.Event`` times on the host clock, ``torch.cuda.synchronize`` does nothing.
 - fp16 becomes bf16 autocast: ``.half()`` keeps the weights in fp32 (a tensor's ``.half()`` gives
   fp32) and the network's forward runs under CPU bf16 autocast with fp32 logits, the closest CPU
   analogue of an fp16 GPU recipe and what quicktrain's recipe runs with.
@@ -84,12 +85,19 @@ def patched(patches: dict) -> Iterator[None]:
             setattr(owner, name, value)
 
 
+def _cpu_device(device):
+    """A factory call's ``device=`` with CUDA replaced by the CPU."""
+    return "cpu" if device is not None and torch.device(device).type == "cuda" else device
+
+
 def on_cpu() -> contextlib.AbstractContextManager:
     """A peer's CUDA calls redirected to the CPU; fp16 casts keep fp32 (its forward runs under
     bf16 autocast instead, see :func:`bf16_forward`)."""
-    real_load = torch.load
+    real_load, real_empty = torch.load, torch.empty
     return patched({
         (torch.Tensor, "cuda"): lambda self, *a, **k: self,
+        (torch.Tensor, "pin_memory"): lambda self, *a, **k: self,  # pinning needs a GPU; nothing to pin for
+        (torch, "empty"): lambda *a, device=None, **k: real_empty(*a, **k, device=_cpu_device(device)),
         (torch.nn.Module, "cuda"): lambda self, *a, **k: self,
         (torch.nn.Module, "half"): lambda self: self,
         (torch.Tensor, "half"): lambda self, *a, **k: self.float(),

@@ -51,6 +51,9 @@ class CifarNet(nn.Module):
 def main(run, model):
     data = torch.load("cifar10/train.pt", map_location=torch.device("cuda"))
     x = (data["images"].half() / 255).permute(0, 3, 1, 2).cuda()
+    staging = torch.zeros(x.shape, dtype=torch.half, device="cpu").pin_memory()  # as Hiverge's loader
+    order = torch.empty(len(x), dtype=torch.long, device="cuda")
+    assert staging.shape == x.shape and order.device.type == "cpu"
     starter, ender = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     starter.record()
     out = double(model(x))
@@ -81,7 +84,8 @@ def _work(tmp_path):
 def test_a_muon_shaped_script_runs_on_the_cpu_with_its_own_timer(tmp_path):
     script = tmp_path / "airbench94_muon.py"
     script.write_text(SCRIPT)
-    originals = (torch.Tensor.cuda, torch.nn.Module.half, torch.load, torch.compile, torch.cuda.Event, sys.argv)
+    originals = (torch.Tensor.cuda, torch.Tensor.pin_memory, torch.empty, torch.nn.Module.half, torch.load,
+                 torch.compile, torch.cuda.Event, sys.argv)  # fmt: skip
     peer = peers.Airbench94Muon(script)
     result = peer.run(_work(tmp_path), seed=0, cpu=True, epochs=None)
     assert result["accuracy"] == 0.625
@@ -91,7 +95,8 @@ def test_a_muon_shaped_script_runs_on_the_cpu_with_its_own_timer(tmp_path):
     assert peer.module.code == SCRIPT  # it read itself, as when run as a script
     assert type(peer.module.double).__name__ == "function"  # @torch.compile left it eager
     assert peer.model.seen == (torch.bfloat16, torch.float32, "cpu")  # bf16 autocast, fp32 weights
-    after = (torch.Tensor.cuda, torch.nn.Module.half, torch.load, torch.compile, torch.cuda.Event, sys.argv)
+    after = (torch.Tensor.cuda, torch.Tensor.pin_memory, torch.empty, torch.nn.Module.half, torch.load,
+             torch.compile, torch.cuda.Event, sys.argv)  # fmt: skip
     assert after == originals
     assert peer.settings() == {"peer": "airbench94_muon", "peer_sha256": peer.sha256[:16], "peer_commit": "unknown"}
 
