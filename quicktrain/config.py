@@ -122,6 +122,12 @@ class DataConfig:
         "device (antialiased); later epochs and every evaluation at full size",
     )
     low_res_epochs: int = opt(0, "epochs trained at --low-res (from the first)")
+    mid_res: int | None = opt(
+        None,
+        "progressive resizing's second stage: the --mid-res-epochs epochs after the --low-res ones train at this "
+        "size (between --low-res and the full size, e.g. 28 for 32 px images)",
+    )
+    mid_res_epochs: int = opt(0, "epochs trained at --mid-res, right after the --low-res ones")
     cache_dir: str | None = opt(
         None, "where decoded images are cached (default ~/.cache/quicktrain or $QUICKTRAIN_CACHE)"
     )
@@ -669,6 +675,7 @@ def _validate(cfg: Config) -> None:
         "optim.lookahead_every": cfg.optim.lookahead_every,
         "optim.muon_lr": cfg.optim.muon_lr,
         "data.low_res": cfg.data.low_res,
+        "data.mid_res": cfg.data.mid_res,
         "data.store_size": cfg.data.store_size,
     }
     for key, value in positive.items():
@@ -684,6 +691,7 @@ def _validate(cfg: Config) -> None:
         "optim.warmup_epochs": cfg.optim.warmup_epochs,
         "optim.muon_momentum": cfg.optim.muon_momentum,
         "data.low_res_epochs": cfg.data.low_res_epochs,
+        "data.mid_res_epochs": cfg.data.mid_res_epochs,
         "optim.early_epochs": cfg.optim.early_epochs,
         "optim.freeze_epochs": cfg.optim.freeze_epochs,
     }
@@ -712,6 +720,12 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("run.target_accuracy needs the test split; it cannot be used with data.load_test=false")
     if cfg.data.low_res_epochs > 0 and cfg.data.low_res is None:
         raise ConfigError(f"data.low_res_epochs={cfg.data.low_res_epochs} needs a size: add --low-res, e.g. 24")
+    if cfg.data.mid_res_epochs > 0 and cfg.data.mid_res is None:
+        raise ConfigError(f"data.mid_res_epochs={cfg.data.mid_res_epochs} needs a size: add --mid-res, e.g. 28")
+    if cfg.data.mid_res_epochs > 0 and cfg.data.low_res_epochs > 0 and cfg.data.mid_res <= cfg.data.low_res:
+        raise ConfigError(
+            f"data.mid_res={cfg.data.mid_res} must be above data.low_res={cfg.data.low_res}: the stages grow"
+        )
     if (cfg.optim.early_params is None) != (cfg.optim.early_epochs == 0):
         raise ConfigError(
             f"optim.early_params={cfg.optim.early_params!r} and optim.early_epochs={cfg.optim.early_epochs} go "

@@ -61,6 +61,7 @@ def test_muon_speedrun_differs_from_the_sgd_recipe_only_by_its_ingredients() -> 
     # Muon and its step at this batch; SGD's peak retuned for what is left with it (head, norm shifts)
     muon_keys = {"optim.optimizer", "optim.muon_lr", "optim.muon_momentum", "optim.lr"}
     expected = muon_keys | {"data.low_res", "data.low_res_epochs", "data.crop_fill", "run.batch_size"}
+    expected |= {"data.mid_res", "data.mid_res_epochs"}  # progressive resizing in three stages
     expected |= {"optim.label_smoothing", "run.tta_fraction"}  # 9 epochs, like SGD's
     expected |= {"techniques.cpu_allocator"}
     assert changed == expected | {"run.target_accuracy"}
