@@ -56,6 +56,14 @@ def test_a_speedrun_like_run_stays_well_under_dynamos_recompile_limit(tmp_path, 
     assert graphs == plain  # the six TTA views, the least-confident subset included, add no graph
 
 
+def test_a_middle_resolution_stage_adds_no_graph(tmp_path, eager_compile):
+    two = train(_speedrun_like(tmp_path / "two", "off")).summary["compiled_graphs"]
+    torch._dynamo.reset()
+    cfg = _speedrun_like(tmp_path / "three", "off")
+    cfg = Config.from_overrides({"data.mid_res": 28, "data.mid_res_epochs": 1, "run.epochs": 4}, base=cfg)
+    assert train(cfg).summary["compiled_graphs"] == two  # 24, 28, 32 px: the size is dynamic after 24
+
+
 def test_a_run_past_the_recompile_limit_says_so(tmp_path, eager_compile, quicktrain_log):
     import torch._dynamo.config as dynamo
 
