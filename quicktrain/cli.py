@@ -140,18 +140,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_ablate_parser(sub: Any) -> None:
+    from quicktrain.experiments.grid import DESIGNS
     from quicktrain.techniques.registry import arm_names, study_names
 
     ablate = sub.add_parser(
         "ablate",
         help="train every combination of speed techniques and record each run",
-        description="Run every subset of --techniques (2^n arms, baseline = none) for each model, dataset "
-        "and repeat, each in a fresh process, interleaved across repeats. Only the techniques under test "
-        "differ between arms: effective batch, updates, schedule, seed and data order stay fixed. "
-        "Re-running the same command continues where it stopped. Other flags set the shared training job. "
-        "With --target-accuracy each arm trains until it reaches the target (or --epochs / --max-time) and the report "
-        "compares times to the target (--no-stop-at-target: train on, recording the time it was reached); "
-        "--eval-every-steps N gives that time update resolution.",
+        description="Run every subset of --techniques (2^n arms, baseline = none; --design single: the "
+        "baseline and each one alone, n+1 arms) for each model, dataset and repeat, each in a fresh process, "
+        "interleaved across repeats. Only the techniques under test differ between arms: effective batch, "
+        "updates, schedule, seed and data order stay fixed. Re-running the same command continues where it "
+        "stopped. Other flags set the shared training job. With --target-accuracy each arm trains until it "
+        "reaches the target (or --epochs / --max-time) and the report compares times to the target "
+        "(--no-stop-at-target: train on, recording the time it was reached); --eval-every-steps N gives that "
+        "time update resolution.",
         epilog="example: quicktrain ablate --techniques amp,ga,channels_last --models resnet18,vit_tiny "
         "--dataset imagefolder:../shared/datasets/cifar10-jpeg --max-train-samples 1000 --epochs 2 "
         "--repeats 3 --out runs/ablation && quicktrain report runs/ablation",
@@ -170,6 +172,14 @@ def _add_ablate_parser(sub: Any) -> None:
         help="define a recipe ingredient --techniques can name: the overrides that turn it on (and after '/' "
         "those that turn it off; default: the base config's values), e.g. --switch muon=optim.optimizer=muon "
         "--switch lowres=data.low_res=24,data.low_res_epochs=3; repeatable",
+    )
+    ablate.add_argument(
+        "--design",
+        choices=DESIGNS,
+        default="factorial",
+        help="factorial: every subset of --techniques (2^n arms); single: the baseline and each technique alone "
+        "(n+1 arms). To take a recipe apart, make it the base config (--config) and define switches that each take "
+        "one ingredient out, e.g. --switch no_lookahead=optim.lookahead=null [factorial]",
     )
     ablate.add_argument("--models", help="comma-separated models [default: --model, else resnet18]")
     ablate.add_argument("--datasets", help="comma-separated datasets [default: --dataset, else sample]")
@@ -465,6 +475,7 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
         base=base,
         out=Path(args.out),
         switches=switches,
+        design=args.design,
     )
     try:
         path = run_ablation(spec, argv=args.argv[1:], progress=not args.no_progress)

@@ -33,6 +33,35 @@ def test_arms_are_every_subset_baseline_first() -> None:
     assert len(set(grid)) == 8
 
 
+def test_single_design_is_the_baseline_and_each_technique_alone() -> None:
+    assert arms(("amp", "ga", "pin"), "single") == [(), ("amp",), ("ga",), ("pin",)]
+    with pytest.raises(ConfigError, match="--design 'pairs' is not one of factorial, single"):
+        arms(("amp",), "pairs")
+
+
+def test_single_design_takes_one_ingredient_out_of_a_recipe() -> None:
+    """The recipe is the base config; each switch's on-overrides take one ingredient out, and an
+    arm changes nothing but its own switch's keys (the others stay as the recipe has them)."""
+    switches = {
+        sw.name: sw for sw in map(parse_switch, ["no_la=optim.lookahead=null", "no_ls=optim.label_smoothing=0"])
+    }
+    recipe = Config.from_overrides({"optim.lookahead": 0.77, "optim.label_smoothing": 0.1})
+    spec = AblationSpec(("no_la", "no_ls"), ["m"], ["synthetic"], 2, 4, recipe, Path("out"), switches, "single")
+    jobs = spec.jobs()
+    assert [(j.arm, j.seed) for j in jobs] == [
+        ((), 0),
+        (("no_la",), 0),
+        (("no_ls",), 0),
+        ((), 1),
+        (("no_la",), 1),
+        (("no_ls",), 1),
+    ]
+    by_arm = {j.arm: Config.from_overrides(j.overrides, recipe).optim for j in jobs if j.repeat == 0}
+    assert (by_arm[()].lookahead, by_arm[()].label_smoothing) == (0.77, 0.1)
+    assert (by_arm[("no_la",)].lookahead, by_arm[("no_la",)].label_smoothing) == (None, 0.1)
+    assert (by_arm[("no_ls",)].lookahead, by_arm[("no_ls",)].label_smoothing) == (0.77, 0)
+
+
 def test_only_techniques_under_test_change() -> None:
     off = technique_overrides((), ("amp", "ga", "channels_last"), accum_steps=4)
     on = technique_overrides(("ga",), ("amp", "ga", "channels_last"), accum_steps=4)

@@ -50,6 +50,7 @@ class AblationSpec:
     base: Config  # everything not under test
     out: Path
     switches: dict[str, Switch] = field(default_factory=dict)  # recipe ingredients beside the techniques
+    design: str = "factorial"  # every subset, or "single": the baseline and each technique alone
 
     def jobs(self) -> list[Job]:
         if self.repeats < 1:
@@ -58,7 +59,14 @@ class AblationSpec:
             raise ConfigError(f"--accum-steps must be at least 2 for 'ga' to mean anything, got {self.accum_steps}")
         base_seed = self.base.run.seed
         return plan(
-            self.techniques, self.models, self.datasets, self.repeats, base_seed, self.accum_steps, self.switches
+            self.techniques,
+            self.models,
+            self.datasets,
+            self.repeats,
+            base_seed,
+            self.accum_steps,
+            self.switches,
+            self.design,
         )
 
 
@@ -69,6 +77,7 @@ def run_ablation(spec: AblationSpec, argv: Sequence[str] = (), progress: bool = 
     manifest = {
         "command": " ".join(["quicktrain", "ablate", *argv]),
         "techniques": list(spec.techniques),
+        "design": spec.design,
         "models": spec.models,
         "datasets": spec.datasets,
         "repeats": spec.repeats,

@@ -89,9 +89,21 @@ def parse_techniques(text: str, switches: dict[str, Switch] | None = None) -> tu
     return names
 
 
-def arms(techniques: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """Every subset, baseline first, then by size, each in the order given."""
-    return [c for k in range(len(techniques) + 1) for c in itertools.combinations(techniques, k)]
+DESIGNS = ("factorial", "single")
+
+
+def arms(techniques: tuple[str, ...], design: str = "factorial") -> list[tuple[str, ...]]:
+    """``factorial``: every subset, baseline first, then by size, each in the order given.
+    ``single``: the baseline and each technique alone (n + 1 arms), as when each switch takes one
+    ingredient out of a recipe that is the base config.
+
+    >>> arms(("muon", "lowres"), "single")
+    [(), ('muon',), ('lowres',)]
+    """
+    if design not in DESIGNS:
+        raise ConfigError(f"--design '{design}' is not one of {', '.join(DESIGNS)}")
+    sizes = range(len(techniques) + 1) if design == "factorial" else (0, 1)
+    return [c for k in sizes for c in itertools.combinations(techniques, k)]
 
 
 def arm_name(arm: tuple[str, ...]) -> str:
@@ -136,13 +148,14 @@ def plan(
     base_seed: int,
     accum_steps: int,
     switches: dict[str, Switch] | None = None,
+    design: str = "factorial",
 ) -> list[Job]:
     """All runs, interleaved: every arm of every model and dataset once per repeat
     (A B C ... A B C ...), so drift of the machine hits every arm alike."""
     jobs = []
     for repeat in range(repeats):
         seed = base_seed + repeat
-        for model, dataset, arm in itertools.product(models, datasets, arms(techniques)):
+        for model, dataset, arm in itertools.product(models, datasets, arms(techniques, design)):
             overrides = {
                 "model.name": model,
                 "data.dataset": dataset,
