@@ -115,6 +115,18 @@ def test_keywords_a_model_does_not_take_are_a_clear_error():
         create_model("speedrun_net", 10, 32, kwargs={"drop_path_rate": 0.1})
 
 
+def test_speedrun_net_takes_silu_in_its_groups_and_names_the_accepted_activations():
+    silu = create_model("speedrun_net", 10, 32, kwargs={"activation": "silu"})
+    kinds = {type(m).__name__ for m in silu.body[1:].modules()}
+    assert "SiLU" in kinds and "GELU" not in kinds
+    assert isinstance(silu.body[0], torch.nn.GELU)  # the whitening layer's activation stays
+    plain = create_model("speedrun_net", 10, 32)
+    assert "SiLU" not in {type(m).__name__ for m in plain.modules()}
+    assert silu(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    with pytest.raises(ConfigError, match="activation='relu' is not one of gelu, silu"):
+        create_model("speedrun_net", 10, 32, kwargs={"activation": "relu"})
+
+
 def test_a_run_records_its_model_keywords_and_evaluate_rebuilds_with_them(tmp_path):
     from conftest import tiny_config
 

@@ -9,7 +9,8 @@ holders published (Page's ResNet, Keller Jordan's airbench), written for quicktr
   ``--early-params whiten.bias --early-epochs 3`` trains the bias for the first epochs, as
   airbench does.
 - Three conv groups (conv, max-pool, BatchNorm, GELU, conv, BatchNorm, GELU), widths 64/256/256,
-  global max-pool, a bias-free linear head scaled down by 1/9.
+  global max-pool, a bias-free linear head scaled down by 1/9. ``activation="silu"`` (``--model-kwargs
+  activation=silu``) puts SiLU in the groups instead, as hiverge/cifar10-speedrun does.
 - BatchNorm scales fixed at 1 (only the shifts learn; the recipe gives them a larger step),
   convolutions start as identity on their first input channels (Dirac init): each group
   starts close to passing its input through.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from quicktrain.errors import ConfigError
 from quicktrain.models.entry import register
 
 
@@ -36,29 +38,37 @@ def _norm(channels: int) -> nn.BatchNorm2d:
     return norm
 
 
+ACTIVATIONS = {"gelu": nn.GELU, "silu": nn.SiLU}
+
+
 class ConvGroup(nn.Sequential):
-    def __init__(self, cin: int, cout: int) -> None:
+    def __init__(self, cin: int, cout: int, activation: type[nn.Module] = nn.GELU) -> None:
         super().__init__(
             _conv(cin, cout),
             nn.MaxPool2d(2),
             _norm(cout),
-            nn.GELU(),
+            activation(),
             _conv(cout, cout),
             _norm(cout),
-            nn.GELU(),
+            activation(),
         )
 
 
 class SpeedrunNet(nn.Module):
-    def __init__(self, num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256)) -> None:
+    def __init__(
+        self, num_classes: int = 10, widths: tuple[int, int, int] = (64, 256, 256), activation: str = "gelu"
+    ) -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"speedrun_net: activation={activation!r} is not one of {', '.join(ACTIVATIONS)}")
+        act = ACTIVATIONS[activation]
         self.whiten = nn.Conv2d(3, 24, kernel_size=2, padding=0, bias=True)
         self.whiten.requires_grad_(False)
         self.body = nn.Sequential(
-            nn.GELU(),
-            ConvGroup(24, widths[0]),
-            ConvGroup(widths[0], widths[1]),
-            ConvGroup(widths[1], widths[2]),
+            nn.GELU(),  # after the whitening layer in either case, as in airbench and Hiverge's net
+            ConvGroup(24, widths[0], act),
+            ConvGroup(widths[0], widths[1], act),
+            ConvGroup(widths[1], widths[2], act),
             nn.AdaptiveMaxPool2d(1),
             nn.Flatten(),
         )
@@ -82,7 +92,7 @@ class SpeedrunNet(nn.Module):
 
 
 @register("speedrun_net", "CIFAR speedrun conv net (2M params): whitened 2x2 stem, 3 conv groups, max-pool head")
-def speedrun_net(num_classes: int, image_size: int, hub: bool) -> nn.Module:
+def speedrun_net(num_classes: int, image_size: int, hub: bool, activation: str = "gelu") -> nn.Module:
     if hub:
         raise ValueError("speedrun_net has no published ImageNet weights; it trains from scratch")
-    return SpeedrunNet(num_classes)
+    return SpeedrunNet(num_classes, activation=activation)
