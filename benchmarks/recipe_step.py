@@ -1,5 +1,9 @@
 """The Muon speedrun recipe's training step, for benchmarks of CPU step techniques
-(``conv_wgrad.py``, ``step_profile.py``, ``host_allocator.py``)."""
+(``conv_wgrad.py``, ``step_profile.py``, ``host_allocator.py``); run as a script, the recipe's
+step against a variant of it, interleaved:
+
+    python benchmarks/recipe_step.py --batch 1024 --name silu --set model.model_kwargs=[activation=silu]
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,10 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import QuicktrainJob, compare, quicktrain_job, ratios, spread
+import torch
+from harness import QuicktrainJob, compare, quicktrain_job, ratios, spread, step_parser
 
-from quicktrain.config import Config
+from quicktrain.config import Config, parse_override
 
 RECIPE_FILE = Path(__file__).resolve().parents[1] / "configs" / "speedrun_muon_cifar10.yaml"
 
@@ -43,13 +48,18 @@ def recipe_job(args: argparse.Namespace, low_res: int | None = None, **overrides
 
 
 def switch_ab(args: argparse.Namespace, switch: str) -> None:
-    """The recipe's whole step (the Ignite Engine running ``train_step``) with ``switch`` off and
-    on, at full size and at the recipe's 24 px epochs, interleaved; ratios trial by trial."""
-    name = switch.rsplit(".", 1)[-1]
+    """The recipe's step with the boolean ``switch`` off and on: :func:`variant_ab`."""
+    variant_ab(args, switch.rsplit(".", 1)[-1], {switch: True}, {switch: False})
+
+
+def variant_ab(args: argparse.Namespace, name: str, on: dict, off: dict | None = None) -> None:
+    """The recipe's whole step (the Ignite Engine running ``train_step``) as it stands (or with
+    ``off``) and with the overrides ``on``, at full size and at the recipe's 24 px epochs,
+    interleaved; ratios trial by trial."""
     for label, low_res in (("32 px", None), ("24 px", 24)):
         sides = []
-        for side_name, on in (("off", False), (name, True)):
-            job = recipe_job(args, low_res, **{switch: on})
+        for side_name, overrides in (("off", off or {}), (name, on)):
+            job = recipe_job(args, low_res, **overrides)
             job.side.name = side_name
             sides.append(job.side)
         results = compare(sides, repeats=args.repeats)
@@ -57,3 +67,23 @@ def switch_ab(args: argparse.Namespace, switch: str) -> None:
         for side_name, ips in results.items():
             print(f"  {side_name:12s} {spread(ips, ' img/s')}")
         print(f"  {name} on / off throughput: {spread(ratios(results, name, 'off'))}")
+
+
+def main() -> None:
+    parser = step_parser(__doc__)
+    parser.add_argument("--name", default="variant", help="the variant's name in the output [variant]")
+    parser.add_argument(
+        "--set",
+        action="append",
+        required=True,
+        metavar="KEY=VALUE",
+        help="a config override the variant makes (values read as YAML), e.g. model.model_kwargs=[activation=silu]; "
+        "repeatable",
+    )
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    variant_ab(args, args.name, dict(parse_override(item) for item in args.set))
+
+
+if __name__ == "__main__":
+    main()
