@@ -256,6 +256,11 @@ class OptimConfig:
     muon_fixed_norm: bool = opt(
         True, "hold each Muon weight at Frobenius norm sqrt(out) before its step (for layers a norm layer follows)"
     )
+    muon_ns_steps: int = opt(
+        5,
+        "Newton-Schulz iterations of each Muon update (--optimizer muon); 5 is Keller Jordan's Muon, 3 is what "
+        "airbench94_muon and hiverge/cifar10-speedrun run (0.6x the iteration's cost)",
+    )
     muon_precision: Literal["auto", "float32", "bfloat16"] = opt(
         "auto",
         "precision of Muon's Newton-Schulz iteration; auto: bfloat16 on CUDA, float32 on CPUs (where bf16 "
@@ -739,6 +744,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"optim.lookahead={cfg.optim.lookahead} must be in (0, 1), e.g. 0.77, or null for off")
     if cfg.optim.freeze_epochs and cfg.model.pretrained is None:
         raise ConfigError(f"optim.freeze_epochs={cfg.optim.freeze_epochs} needs --pretrained (a head on what?)")
+    if cfg.optim.muon_ns_steps < 1:
+        raise ConfigError(f"optim.muon_ns_steps={cfg.optim.muon_ns_steps} must be >= 1, e.g. 3 or 5")
     if cfg.optim.layer_decay is not None and not 0.0 < cfg.optim.layer_decay <= 1.0:
         raise ConfigError(f"optim.layer_decay={cfg.optim.layer_decay} must be in (0, 1], e.g. 0.75, or null for off")
     if cfg.optim.model_ema is not None and not 0.0 < cfg.optim.model_ema < 1.0:

@@ -53,6 +53,7 @@ def test_accumulation_is_derived_from_the_effective_batch(overrides, expected):
         ({"techniques.pin_memory": "yes"}, "expected bool"),
         ({"run.target_accuracy": 90}, "fraction"),
         ({"run.device": "tpu"}, "run.device='tpu'"),
+        ({"optim.muon_ns_steps": 0}, "optim.muon_ns_steps=0 must be >= 1"),
     ],
 )
 def test_bad_values_name_the_key(overrides, message):

@@ -39,6 +39,26 @@ def test_newton_schulz_is_close_to_the_orthogonal_factor_of_the_svd(shape):
     assert cosine > 0.95
 
 
+def test_three_newton_schulz_steps_apply_the_quintic_three_times():
+    # what airbench94_muon and hiverge/cifar10-speedrun run: fewer iterations, values further from 1
+    g = torch.diag(torch.tensor([3.0, 1.0]))
+    expected = torch.diag(torch.tensor([_scalar_iteration(3 / 10**0.5, 3), _scalar_iteration(1 / 10**0.5, 3)]))
+    torch.testing.assert_close(newton_schulz(g, steps=3), expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(newton_schulz(g, steps=3), newton_schulz(g, steps=5), atol=1e-3)
+
+
+def test_muon_ns_steps_from_config_reach_the_update():
+    model = create_model("speedrun_net", num_classes=10)
+    opt = build_optimizer(model, OptimConfig(optimizer="muon", muon_ns_steps=3))
+    assert {g["ns_steps"] for g in opt.param_groups if g["muon"]} == {3}
+    w = torch.nn.Parameter(torch.diag(torch.tensor([3.0, 1.0])))
+    step = MuonSGD([{"params": [w], "muon": True, "ns_steps": 3}], lr=1.0, momentum=0.0, nesterov=False)
+    w.grad = torch.diag(torch.tensor([3.0, 1.0]))
+    before = w.detach().clone()
+    step.step()
+    torch.testing.assert_close(before - w.detach(), newton_schulz(before, steps=3))
+
+
 def test_newton_schulz_in_bfloat16_stays_close_to_float32():
     g = torch.randn(64, 576, generator=torch.Generator().manual_seed(1))
     full, half = newton_schulz(g), newton_schulz(g, dtype=torch.bfloat16)

@@ -74,7 +74,7 @@ def describe(run: Run) -> list[str]:
         + (
             f" (conv/hidden weights: lr {cfg.optim.muon_lr:g}, momentum {cfg.optim.muon_momentum:g}"
             + (", fixed norm" if cfg.optim.muon_fixed_norm else "")
-            + f", Newton-Schulz in {run.state.optimizer.ns_precision}; the rest SGD)"
+            + f", {cfg.optim.muon_ns_steps} Newton-Schulz steps in {run.state.optimizer.ns_precision}; the rest SGD)"
             if cfg.optim.optimizer == "muon"
             else ""
         )

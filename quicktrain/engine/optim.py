@@ -116,7 +116,9 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, fused: bool = False) -> 
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=nesterov, **impl)
     if cfg.optimizer == "muon":
         dtype = None if cfg.muon_precision == "auto" else getattr(torch, cfg.muon_precision)
-        return MuonSGD(split_muon(groups, model, cfg), cfg.lr, cfg.momentum, cfg.nesterov, dtype=dtype)
+        return MuonSGD(
+            split_muon(groups, model, cfg), cfg.lr, cfg.momentum, cfg.nesterov, cfg.muon_ns_steps, dtype=dtype
+        )
     if cfg.optimizer == "adam":
         # Adam's weight_decay is L2 added to the gradient (the study's setting)
         return torch.optim.Adam(groups, lr=cfg.lr, **impl)
