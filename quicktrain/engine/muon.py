@@ -14,13 +14,15 @@ when a norm layer follows, since the output is then scale-invariant).
 so the update is written here; ``newton_schulz`` is tested against the scalar polynomial it applies
 to every singular value and against the SVD's orthogonal factor.
 
-The iteration runs in bfloat16 on CUDA, as the record holders run it, and in float32 on a CPU:
-in isolation bf16 is ~2.7x faster on this project's AVX-512 BF16 CPU (the speedrun net's filter
-banks, one thread: ~75 ms against ~200 ms an update), but inside quicktrain's whole step it bought
-nothing measurable (``benchmarks/muon_step.py``: bf16 / fp32 throughput 0.98 [0.94-1.03] on one
-thread, 1.01 [0.76-1.08] on two), so the CPU keeps the exact one; ``--muon-precision bfloat16``
-asks for it anyway. On a 2-core Xeon with AMX, bf16 / fp32 was 1.03 [0.97-1.07] (two threads),
-still within the spread. bf16's result stays within ~3% of fp32's.
+The iteration runs in bfloat16 on CUDA, as the record holders run it, and in float32 on a CPU by
+default (``--muon-precision`` chooses); ``--muon-ns-steps`` sets how many iterations (5, Keller
+Jordan's; 3, airbench94_muon's and Hiverge's). On this project's AVX-512 BF16 CPU the optimizer
+step alone on the speedrun net's filter banks takes ~80 ms in float32 with 5 steps against ~30 ms
+in bfloat16 with 3 (``benchmarks/muon_step.py --optimizer-only``); inside the whole step at batch
+512 that was within the trials' spread (bf16 / fp32 throughput 0.98 [0.94-1.03], one thread), and
+inside the Muon recipe's step at batch 1024, 3 bf16 steps make it 1.03x faster at 32 px, 1.06x at
+24 px: float32 stays the CPU default (a CPU without native bf16 would pay for it). bf16's result
+stays within ~3% of fp32's.
 """
 
 from __future__ import annotations
