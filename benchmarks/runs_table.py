@@ -50,6 +50,8 @@ def machine(env: dict[str, Any]) -> str:
     if not env:
         return ""
     where = env.get("gpu") or env.get("cpu") or env.get("device", "")
+    if not env.get("gpu") and env.get("cpu_model"):  # "AMD EPYC (x86 family 26 model 2 stepping 1)"
+        where = f"{where} ({env['cpu_model']})"
     return f"{where}, {env.get('cpu_count')} cores, {env.get('torch_threads')} threads"
 
 

@@ -132,7 +132,7 @@ def machine(device: str) -> dict:
     from quicktrain.engine.environment import environment
 
     env = environment(torch.device(device))
-    keys = ("cpu", "cpu_count", "cpu_capability", "torch_threads", "torch", "gpu")
+    keys = ("cpu", "cpu_model", "cpu_features", "cpu_count", "cpu_capability", "torch_threads", "torch", "gpu")
     boot = Path("/proc/sys/kernel/random/boot_id")
     return {key: env[key] for key in keys if key in env} | {
         "host": platform.node(),

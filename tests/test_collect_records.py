@@ -67,6 +67,8 @@ def test_runs_table_has_one_row_per_run_with_arm_machine_and_commit(tmp_path):
     assert len(lines) == 3 and lines[1].startswith("runs/m__d__baseline__r0,m,,baseline,0,completed")
     assert "12.3457" in lines[2] and lines[2].endswith('"EPYC, 2 cores, 1 threads",abc1234')
     assert lines[1].endswith(",fallback")  # no commit in env.json: the one given for the folder
+    env = {"cpu": "AMD EPYC", "cpu_model": "x86 family 26 model 2 stepping 1", "cpu_count": 2, "torch_threads": 2}
+    assert runs_table.machine(env) == "AMD EPYC (x86 family 26 model 2 stepping 1), 2 cores, 2 threads"
 
 
 def test_every_results_folder_with_runs_leads_with_its_table():

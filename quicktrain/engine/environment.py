@@ -29,6 +29,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "pytorch_ignite": ignite.__version__,
         "platform": platform.platform(),
         "cpu": _cpu_name(),
+        **cpu_identity(),  # which generation, where a VM names only the vendor ("AMD EPYC")
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -65,6 +66,28 @@ def source_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+# instruction sets that decide which CPU kernels run (bf16 autocast, AMX matrix tiles)
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_fp16", "amx_tile")
+
+
+def cpu_identity(cpuinfo: str | None = None) -> dict[str, str]:
+    """``cpu_model`` ("x86 family 26 model 2 stepping 1": Zen 5 where the name says only "AMD
+    EPYC") and ``cpu_features`` (those of :data:`CPU_FEATURES` the CPU has), from /proc/cpuinfo's
+    first processor; empty where there is none."""
+    if cpuinfo is None:
+        path = Path("/proc/cpuinfo")
+        cpuinfo = path.read_text() if path.is_file() else ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.split("\n\n")[0].splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    if "cpu family" not in fields:
+        return {}
+    flags = set(fields.get("flags", "").split())
+    model = " ".join(f"{key.split()[-1]} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
+    return {"cpu_model": f"x86 {model}", "cpu_features": " ".join(f for f in CPU_FEATURES if f in flags)}
 
 
 def _cpu_name() -> str:
