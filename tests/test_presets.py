@@ -60,6 +60,7 @@ def test_muon_speedrun_differs_from_the_sgd_recipe_only_by_its_ingredients() -> 
     changed = {f"{section}.{key}" for section in sgd for key in sgd[section] if sgd[section][key] != muon[section][key]}
     # Muon and its step at this batch; SGD's peak retuned for what is left with it (head, norm shifts)
     muon_keys = {"optim.optimizer", "optim.muon_lr", "optim.muon_momentum", "optim.lr"}
+    muon_keys |= {"optim.muon_ns_steps", "optim.muon_precision"}  # the peers' 3 steps, in bf16 everywhere
     expected = muon_keys | {"data.low_res", "data.low_res_epochs", "data.crop_fill", "run.batch_size"}
     expected |= {"data.mid_res", "data.mid_res_epochs"}  # progressive resizing in three stages
     expected |= {"optim.label_smoothing", "run.tta_fraction"}  # 9 epochs, like SGD's
