@@ -11,7 +11,7 @@ from quicktrain.config import Config
 from quicktrain.data.synthetic import make_synthetic
 from quicktrain.engine import oom as oom_module
 from quicktrain.engine import train, train_step
-from quicktrain.engine.environment import cpu_identity
+from quicktrain.engine.environment import cpu_identity, first_processor
 from quicktrain.engine.setup import build_run
 from quicktrain.errors import ConfigError
 from quicktrain.models import create_model
@@ -53,7 +53,7 @@ def test_run_writes_a_complete_self_describing_record(tmp_path):
     assert Config.from_dict(yaml.safe_load((folder / "config.yaml").read_text())) == cfg
     env = json.loads((folder / "env.json").read_text())
     assert {"torch", "timm", "pytorch_ignite", "device", "cpu"} <= set(env)
-    assert set(cpu_identity()) <= set(env)  # the generation too, where /proc/cpuinfo says it
+    assert set(cpu_identity(first_processor())) <= set(env)  # the generation too, where /proc/cpuinfo says it
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
     assert all(set(METRIC_FIELDS) <= set(r) for r in rows)
@@ -85,12 +85,12 @@ XEON = "cpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\nflags\t\t: avx2 avx512f 
 
 def test_env_tells_cpu_generations_apart_where_the_name_does_not():
     # a VM that names only "AMD EPYC": Zen 4 and Zen 5 differ ~1.8x in speed, the family tells them apart
-    assert cpu_identity(ZEN5_VM) == {
+    assert cpu_identity(first_processor(ZEN5_VM)) == {
         "cpu_model": "x86 family 26 model 2 stepping 1",  # the first processor's, not the second's
         "cpu_features": "avx2 avx512f avx512_bf16 avx512_vnni",
     }
-    assert cpu_identity(XEON)["cpu_features"] == "avx2 avx512f avx512_bf16 amx_bf16 amx_tile"
-    assert cpu_identity("processor\t: 0\nBogoMIPS\t: 50.00\n") == {}  # an ARM cpuinfo: nothing to say
+    assert cpu_identity(first_processor(XEON))["cpu_features"] == "avx2 avx512f avx512_bf16 amx_bf16 amx_tile"
+    assert cpu_identity(first_processor("processor\t: 0\nBogoMIPS\t: 50.00\n")) == {}  # an ARM cpuinfo: nothing to say
 
 
 def test_time_to_target_is_recorded_or_null(tmp_path):

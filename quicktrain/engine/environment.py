@@ -20,6 +20,7 @@ def environment(device: torch.device) -> dict[str, Any]:
 
     from quicktrain import __version__
 
+    cpu = first_processor()
     env: dict[str, Any] = {
         "quicktrain": __version__,
         "python": sys.version.split()[0],
@@ -28,8 +29,8 @@ def environment(device: torch.device) -> dict[str, Any]:
         "timm": timm.__version__,
         "pytorch_ignite": ignite.__version__,
         "platform": platform.platform(),
-        "cpu": _cpu_name(),
-        **cpu_identity(),  # which generation, where a VM names only the vendor ("AMD EPYC")
+        "cpu": cpu.get("model name") or platform.processor() or "unknown",
+        **cpu_identity(cpu),  # which generation, where a VM names only the vendor ("AMD EPYC")
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -72,10 +73,9 @@ def source_commit() -> str | None:
 CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_fp16", "amx_tile")
 
 
-def cpu_identity(cpuinfo: str | None = None) -> dict[str, str]:
-    """``cpu_model`` ("x86 family 26 model 2 stepping 1": Zen 5 where the name says only "AMD
-    EPYC") and ``cpu_features`` (those of :data:`CPU_FEATURES` the CPU has), from /proc/cpuinfo's
-    first processor; empty where there is none."""
+def first_processor(cpuinfo: str | None = None) -> dict[str, str]:
+    """The fields of the first processor in ``cpuinfo`` (default: this machine's /proc/cpuinfo;
+    empty where there is none), e.g. ``{"model name": "AMD EPYC", "cpu family": "26", ...}``."""
     if cpuinfo is None:
         path = Path("/proc/cpuinfo")
         cpuinfo = path.read_text() if path.is_file() else ""
@@ -83,17 +83,15 @@ def cpu_identity(cpuinfo: str | None = None) -> dict[str, str]:
     for line in cpuinfo.split("\n\n")[0].splitlines():
         key, _, value = line.partition(":")
         fields[key.strip()] = value.strip()
+    return fields
+
+
+def cpu_identity(fields: dict[str, str]) -> dict[str, str]:
+    """``cpu_model`` ("x86 family 26 model 2 stepping 1": Zen 5 where the name says only "AMD
+    EPYC") and ``cpu_features`` (those of :data:`CPU_FEATURES` the CPU has), from a processor's
+    :func:`first_processor` fields; empty where they name no x86 family."""
     if "cpu family" not in fields:
         return {}
     flags = set(fields.get("flags", "").split())
     model = " ".join(f"{key.split()[-1]} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
     return {"cpu_model": f"x86 {model}", "cpu_features": " ".join(f for f in CPU_FEATURES if f in flags)}
-
-
-def _cpu_name() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    return platform.processor() or "unknown"
