@@ -177,7 +177,7 @@ class AutotuneResult:
         names = ", ".join(c.name for c in tied)
         return (
             f"not resolved: {names} overlap (their spreads in the table); keeping the simplest, {self.best.name}. "
-            "More --repeats or a quieter machine may separate them"
+            "A quieter machine may separate them; more --repeats only widen a min-max spread"
         )
 
     def table(self) -> list[dict[str, Any]]:
