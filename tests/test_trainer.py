@@ -8,10 +8,10 @@ import yaml
 from conftest import ctrl_c_at_evaluation, make_state, tiny_config
 
 from quicktrain.config import Config
+from quicktrain.cpuinfo import cpu_identity, first_processor
 from quicktrain.data.synthetic import make_synthetic
 from quicktrain.engine import oom as oom_module
 from quicktrain.engine import train, train_step
-from quicktrain.engine.environment import cpu_identity, first_processor
 from quicktrain.engine.setup import build_run
 from quicktrain.errors import ConfigError
 from quicktrain.models import create_model

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from quicktrain.cpuinfo import cpu_identity, first_processor
+
 
 def environment(device: torch.device) -> dict[str, Any]:
     """Software and hardware facts that change speed or numbers."""
@@ -67,31 +69,3 @@ def source_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-# instruction sets that decide which CPU kernels run (bf16 autocast, AMX matrix tiles)
-CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_fp16", "amx_tile")
-
-
-def first_processor(cpuinfo: str | None = None) -> dict[str, str]:
-    """The fields of the first processor in ``cpuinfo`` (default: this machine's /proc/cpuinfo;
-    empty where there is none), e.g. ``{"model name": "AMD EPYC", "cpu family": "26", ...}``."""
-    if cpuinfo is None:
-        path = Path("/proc/cpuinfo")
-        cpuinfo = path.read_text() if path.is_file() else ""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.split("\n\n")[0].splitlines():
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-    return fields
-
-
-def cpu_identity(fields: dict[str, str]) -> dict[str, str]:
-    """``cpu_model`` ("x86 family 26 model 2 stepping 1": Zen 5 where the name says only "AMD
-    EPYC") and ``cpu_features`` (those of :data:`CPU_FEATURES` the CPU has), from a processor's
-    :func:`first_processor` fields; empty where they name no x86 family."""
-    if "cpu family" not in fields:
-        return {}
-    flags = set(fields.get("flags", "").split())
-    model = " ".join(f"{key.split()[-1]} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
-    return {"cpu_model": f"x86 {model}", "cpu_features": " ".join(f for f in CPU_FEATURES if f in flags)}

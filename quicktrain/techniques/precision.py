@@ -18,12 +18,12 @@ from __future__ import annotations
 import collections
 import contextlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.amp.grad_scaler import _refresh_per_optimizer_state
 
+from quicktrain.cpuinfo import cpu_flags
 from quicktrain.errors import ConfigError
 from quicktrain.techniques.base import Technique
 
@@ -136,21 +136,11 @@ def cpu_supports_bf16() -> bool:
     """True when the CPU has native bf16 arithmetic (AVX-512 BF16 or AMX)."""
     try:
         if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            flags = _cpu_flags()
+            flags = cpu_flags()
             return not flags or bool(flags & {"avx512_bf16", "amx_bf16"})
     except (AttributeError, RuntimeError):
         pass
     return False
-
-
-def _cpu_flags() -> set[str]:
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.is_file():
-        return set()
-    for line in cpuinfo.read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.partition(":")[2].split())
-    return set()
 
 
 def resolve_precision(mode: str, device: torch.device) -> Precision:
